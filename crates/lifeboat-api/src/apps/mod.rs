@@ -1,0 +1,3 @@
+//! `apps.kubeblocks.io`: the Cluster.
+
+pub mod v1;

@@ -1,0 +1,5 @@
+//! `apps.kubeblocks.io/v1`.
+
+mod cluster;
+
+pub use cluster::*;

@@ -1,0 +1,3 @@
+//! `dataprotection.kubeblocks.io`: backups, restores, repos and policies.
+
+pub mod v1alpha1;

@@ -1,0 +1,137 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A name/value pair, as KubeBlocks passes backup and restore parameters.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParameterPair {
+    /// The parameter's name.
+    pub name: String,
+    /// The parameter's value.
+    pub value: String,
+}
+
+/// Selects the pods a backup or restore acts on.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSelector {
+    /// The labels a target pod must carry (for example `kubeblocks.io/role: secondary`).
+    #[serde(flatten)]
+    pub label_selector: LabelSelector,
+
+    /// Used when no pod matches `labelSelector` (for example `kubeblocks.io/role: primary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_label_selector: Option<LabelSelector>,
+
+    /// Whether one matching pod (`Any`) or every matching pod (`All`) is a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<PodSelectionStrategy>,
+}
+
+/// How many of the selected pods are targets.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PodSelectionStrategy {
+    /// One matching pod.
+    #[default]
+    Any,
+    /// Every matching pod.
+    All,
+}
+
+/// Where a database's credentials are, in a Secret.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionCredential {
+    /// The Secret holding the credentials, in the target's namespace.
+    pub secret_name: String,
+    /// The key of the user name in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username_key: Option<String>,
+    /// The key of the password in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_key: Option<String>,
+    /// The key of the host in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_key: Option<String>,
+    /// The key of the port in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_key: Option<String>,
+}
+
+/// The container port a backup or restore connects to.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPort {
+    /// The container's name.
+    pub container_name: String,
+    /// The port's name in that container.
+    pub port_name: String,
+}
+
+/// A backup target: the pods to back up and how to reach them.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupTarget {
+    /// The target's name; with several targets, each names one component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Which pods to back up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<PodSelector>,
+    /// Credentials for connecting to the database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_credential: Option<ConnectionCredential>,
+    /// The port to connect to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_port: Option<ContainerPort>,
+    /// The service account backup jobs run as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+}
+
+/// A time range covered by a backup.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupTimeRange {
+    /// The time zone of the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// The earliest point the backup holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Time>,
+    /// The latest point the backup holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<Time>,
+}
+
+/// Lifeboat extension: what a backed-up dataset holds, as recorded in the backup's manifest.
+///
+/// A restore is verified by comparing the live dataset with this fingerprint.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetFingerprint {
+    /// Keys per logical database, keyed by database index (`"0"`, `"1"`, ...). Databases with no
+    /// keys are omitted.
+    #[serde(default)]
+    pub keys: BTreeMap<String, i64>,
+    /// FalkorDB graphs with their node and edge counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<GraphFingerprint>,
+}
+
+/// One graph's size.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphFingerprint {
+    /// The database index the graph lives in.
+    pub db: i64,
+    /// The graph's key.
+    pub name: String,
+    /// How many nodes it holds.
+    pub nodes: i64,
+    /// How many edges it holds.
+    pub edges: i64,
+}

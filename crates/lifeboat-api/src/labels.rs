@@ -1,0 +1,36 @@
+//! Label, annotation and finalizer keys. KubeBlocks' keys are kept where Lifeboat means the same
+//! thing, so tools written against KubeBlocks keep finding objects.
+
+/// The Cluster an object belongs to (KubeBlocks and the Kubernetes recommended labels).
+pub const INSTANCE: &str = "app.kubernetes.io/instance";
+/// The operator that manages an object.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY`] on everything Lifeboat creates.
+pub const MANAGED_BY_VALUE: &str = "lifeboat";
+/// The component (within its Cluster) an object belongs to.
+pub const COMPONENT_NAME: &str = "apps.kubeblocks.io/component-name";
+/// The replication role of a database pod: `primary` or `secondary`.
+pub const ROLE: &str = "kubeblocks.io/role";
+/// The deprecated restore request, JSON keyed by component name.
+pub const RESTORE_FROM_BACKUP: &str = "kubeblocks.io/restore-from-backup";
+/// Marks the default BackupRepo.
+pub const DEFAULT_REPO: &str = "dataprotection.kubeblocks.io/is-default-repo";
+/// The BackupPolicy a Backup was taken under (KubeBlocks' label).
+pub const BACKUP_POLICY: &str = "dataprotection.kubeblocks.io/backup-policy";
+/// Restore parameter key: `Parallel` or `Serial` volume restore.
+pub const PARAM_VOLUME_RESTORE_POLICY: &str = "dataprotection.kubeblocks.io/volume-restore-policy";
+/// Restore parameter key: JSON list of extra environment variables for restore jobs.
+pub const PARAM_RESTORE_ENV: &str = "dataprotection.kubeblocks.io/restore-env";
+/// Restore parameter key: run post-ready actions only once the Cluster is otherwise running.
+pub const PARAM_DEFER_POST_READY: &str =
+    "dataprotection.kubeblocks.io/defer-post-ready-until-cluster-running";
+/// Restore parameter key: which backup target to restore from.
+pub const PARAM_SOURCE_TARGET_NAME: &str = "dataprotection.kubeblocks.io/source-target-name";
+/// Lifeboat restore parameter key: the prepareData stage deadline (a duration such as `10m`).
+pub const PARAM_PREPARE_DATA_DEADLINE: &str = "lifeboat.io/prepare-data-deadline";
+/// Lifeboat restore parameter key: the postReady stage deadline (a duration such as `10m`).
+pub const PARAM_POST_READY_DEADLINE: &str = "lifeboat.io/post-ready-deadline";
+/// Annotation on a Backup granting restores from the listed namespaces (comma separated, or `*`).
+pub const RESTORE_GRANT: &str = "lifeboat.io/allow-restore-to-namespaces";
+/// Pod readiness gate that holds restored database pods un-Ready until verification passes.
+pub const READINESS_GATE_RESTORE_VERIFIED: &str = "lifeboat.io/restore-verified";

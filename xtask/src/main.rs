@@ -1,0 +1,52 @@
+//! Developer and CI tasks for Lifeboat: `cargo xtask <task>`.
+//!
+//! Every task that CI runs is reachable from here so that a developer can run exactly what CI
+//! runs. Tasks shell out to the real tools (cargo, go, buildah, kubectl) instead of re-implementing
+//! them.
+
+mod bench;
+mod ci;
+mod crdgen;
+mod demo;
+mod helm;
+mod paths;
+mod run;
+mod testbed;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Lifeboat developer and CI tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Boot the test bed, deploy Lifeboat, back up and restore a FalkorDB cluster, and print the
+    /// verification report.
+    Demo,
+    /// Everything CI runs: formatting, lints, unit tests, the mover's tests against real servers
+    /// and the end-to-end tier on the test bed.
+    Ci(ci::CiArgs),
+    /// Regenerate the CRD YAML under deploy/crds (or check it with --check).
+    Crdgen(crdgen::CrdgenArgs),
+    /// Manage the local single-node Kubernetes test bed.
+    Testbed(testbed::TestbedArgs),
+    /// Benchmarks, reported as ratios against baselines measured in the same run.
+    Bench(bench::BenchArgs),
+    /// Render or check the Helm chart's plain manifest.
+    Helm(helm::HelmArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Demo => demo::run(),
+        Task::Ci(args) => ci::run(args),
+        Task::Crdgen(args) => crdgen::run(args),
+        Task::Testbed(args) => testbed::run(args),
+        Task::Bench(args) => bench::run(args),
+        Task::Helm(args) => helm::run(args),
+    }
+}
