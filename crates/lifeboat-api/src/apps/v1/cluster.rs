@@ -65,7 +65,6 @@ pub struct ClusterSpec {
     pub termination_policy: TerminationPolicy,
 
     /// The components of the cluster. Names must be unique.
-    #[serde(default)]
     #[schemars(length(min = 1, max = 128))]
     #[x_kube(
         validation = Rule::new("self.all(x, size(self.filter(c, c.name == x.name)) == 1)")

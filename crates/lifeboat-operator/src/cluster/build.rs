@@ -1,0 +1,519 @@
+//! Builds the objects a Cluster's components need. Pure: the same Cluster gives the same objects.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
+};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim, PodReadinessGate,
+    PodSpec, PodTemplateSpec, Probe, Secret, SecretKeySelector, Service, ServicePort, ServiceSpec,
+    Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Resource, ResourceExt};
+use lifeboat_api::Cluster;
+use lifeboat_api::apps::v1::TerminationPolicy;
+use lifeboat_api::labels;
+use sha2::{Digest, Sha256};
+
+use super::validate::{ValidCluster, ValidComponent};
+use crate::engine::replication::CONFIG_DIR;
+use crate::engine::{ComponentKind, ConfigContext};
+use crate::naming;
+
+/// The key of the password in the account Secret (KubeBlocks' key).
+pub const PASSWORD_KEY: &str = "password";
+/// The key of the user name in the account Secret.
+pub const USERNAME_KEY: &str = "username";
+/// The data volume's name.
+pub const DATA_VOLUME: &str = "data";
+/// Where the data volume is mounted.
+pub const DATA_DIR: &str = "/data";
+
+/// Everything needed to build a Cluster's objects.
+pub struct BuildInput<'a> {
+    pub cluster: &'a Cluster,
+    pub valid: &'a ValidCluster,
+    /// The database image.
+    pub image: &'a str,
+    /// The cluster DNS domain.
+    pub domain: &'a str,
+    /// Whether the data pods wait for restore verification (a readiness gate).
+    pub restore_gate: bool,
+}
+
+impl BuildInput<'_> {
+    fn name(&self) -> String {
+        self.cluster.name_any()
+    }
+
+    fn ns(&self) -> String {
+        self.cluster.namespace().unwrap_or_default()
+    }
+
+    fn owner(&self) -> Option<OwnerReference> {
+        self.cluster.controller_owner_ref(&())
+    }
+
+    fn meta(&self, name: String, component: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.ns()),
+            labels: Some(selector_labels(&self.name(), component, Some(self.valid.engine.cluster_def()))),
+            owner_references: self.owner().map(|o| vec![o]),
+            ..Default::default()
+        }
+    }
+
+    fn data_component(&self) -> Option<&ValidComponent> {
+        self.valid.data()
+    }
+
+    /// The account Secret shared by the data and sentinel components: sentinels authenticate to
+    /// the data servers with it.
+    pub fn secret_name(&self) -> String {
+        let comp = self.data_component().map(|c| c.spec.name.as_str()).unwrap_or("data");
+        naming::account_secret(&self.name(), comp)
+    }
+}
+
+/// The labels that select a component's pods.
+pub fn selector_labels(cluster: &str, component: &str, def: Option<&str>) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([
+        (labels::INSTANCE.to_owned(), cluster.to_owned()),
+        (labels::COMPONENT_NAME.to_owned(), component.to_owned()),
+        (labels::MANAGED_BY.to_owned(), labels::MANAGED_BY_VALUE.to_owned()),
+    ]);
+    if let Some(d) = def {
+        l.insert("app.kubernetes.io/name".into(), d.to_owned());
+    }
+    l
+}
+
+fn pod_selector(cluster: &str, component: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::INSTANCE.to_owned(), cluster.to_owned()),
+        (labels::COMPONENT_NAME.to_owned(), component.to_owned()),
+    ])
+}
+
+/// The account Secret with a new random password. Created once, never re-applied: a second
+/// password would lock the servers out.
+pub fn account_secret(input: &BuildInput<'_>, password: String) -> Secret {
+    let comp = input.data_component().map(|c| c.spec.name.clone()).unwrap_or_default();
+    Secret {
+        metadata: input.meta(input.secret_name(), &comp),
+        string_data: Some(BTreeMap::from([
+            (USERNAME_KEY.to_owned(), "default".to_owned()),
+            (PASSWORD_KEY.to_owned(), password),
+        ])),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    }
+}
+
+/// A new random password.
+pub fn generate_password() -> String {
+    use rand::Rng;
+    use rand::distr::Alphanumeric;
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(24)
+        .map(char::from)
+        .collect()
+}
+
+/// The ConfigMap with a component's configuration and start scripts.
+pub fn config_map(input: &BuildInput<'_>, comp: &ValidComponent) -> ConfigMap {
+    let ctx = ConfigContext {
+        cluster: &input.cluster.name_any(),
+        namespace: &input.ns(),
+        topology: &input.valid.topology,
+        replicas: input
+            .valid
+            .components
+            .iter()
+            .map(|c| (c.spec.name.clone(), c.spec.replicas))
+            .collect(),
+    };
+    ConfigMap {
+        metadata: input.meta(naming::config_map(&input.name(), &comp.spec.name), &comp.spec.name),
+        data: Some(input.valid.engine.config_files(&ctx)),
+        ..Default::default()
+    }
+}
+
+fn config_hash(cm: &ConfigMap) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in cm.data.iter().flatten() {
+        h.update(k.as_bytes());
+        h.update([0]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// The headless Service giving each pod a DNS name. It publishes pods that are not Ready: the
+/// servers must find each other while restored pods are still held un-Ready.
+pub fn headless_service(input: &BuildInput<'_>, comp: &ValidComponent) -> Service {
+    let name = input.name();
+    Service {
+        metadata: input.meta(naming::headless_service(&name, &comp.spec.name), &comp.spec.name),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(pod_selector(&name, &comp.spec.name)),
+            ports: Some(vec![service_port(comp)]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The client Service. For the data component of a replicated cluster it selects the primary
+/// only, through the role label the operator keeps current.
+pub fn client_service(input: &BuildInput<'_>, comp: &ValidComponent) -> Service {
+    let name = input.name();
+    let mut selector = pod_selector(&name, &comp.spec.name);
+    if comp.def.kind == ComponentKind::Data && input.valid.sentinel().is_some() {
+        selector.insert(labels::ROLE.into(), "primary".into());
+    }
+    Service {
+        metadata: input.meta(naming::client_service(&name, &comp.spec.name), &comp.spec.name),
+        spec: Some(ServiceSpec {
+            selector: Some(selector),
+            ports: Some(vec![service_port(comp)]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn service_port(comp: &ValidComponent) -> ServicePort {
+    let name = match comp.def.kind {
+        ComponentKind::Data => "redis",
+        ComponentKind::Sentinel => "sentinel",
+    };
+    ServicePort {
+        name: Some(name.into()),
+        port: comp.def.port,
+        target_port: Some(IntOrString::String(name.into())),
+        ..Default::default()
+    }
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The password as an environment variable from the account Secret.
+pub fn password_env(secret: &str, var: &str) -> EnvVar {
+    EnvVar {
+        name: var.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.into(),
+                key: PASSWORD_KEY.into(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn exec_probe(cmd: &str) -> Probe {
+    Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["/bin/sh".into(), "-c".into(), cmd.into()]),
+        }),
+        period_seconds: Some(5),
+        timeout_seconds: Some(3),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
+/// The StatefulSet of a component.
+pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet {
+    let name = input.name();
+    let ns = input.ns();
+    let c = &comp.spec.name;
+    let engine = input.valid.engine;
+    let cm = config_map(input, comp);
+    let data_name = input.data_component().map(|d| d.spec.name.clone()).unwrap_or_default();
+    let sentinels: Vec<String> = input
+        .valid
+        .sentinel()
+        .map(|s| {
+            (0..s.spec.replicas)
+                .map(|i| naming::pod_fqdn(&name, &s.spec.name, i, &ns, input.domain))
+                .collect()
+        })
+        .unwrap_or_default();
+    let quorum = sentinels.len() / 2 + 1;
+    let mut envs = vec![
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        env("HEADLESS_SERVICE", naming::headless_service(&name, c)),
+        env("CLUSTER_DOMAIN", input.domain),
+        env("MASTER_NAME", engine.master_name(&name)),
+        env("SENTINEL_HOSTS", sentinels.join(" ")),
+        env("QUORUM", quorum.to_string()),
+        env(
+            "FIRST_DATA_POD",
+            naming::pod_fqdn(&name, &data_name, 0, &ns, input.domain),
+        ),
+        env("SERVER_ARGS", engine.server_args().join(" ")),
+        password_env(&input.secret_name(), "REDIS_PASSWORD"),
+    ];
+    envs.extend(comp.spec.env.iter().cloned());
+    let (port_name, probe) = match comp.def.kind {
+        ComponentKind::Data => (
+            "redis",
+            "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG",
+        ),
+        ComponentKind::Sentinel => ("sentinel", "redis-cli -p 26379 ping | grep -q PONG"),
+    };
+    let has_data_vct = comp.spec.volume_claim_templates.iter().any(|v| v.name == DATA_VOLUME);
+    let mut volumes = vec![Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: cm.metadata.name.clone().unwrap_or_default(),
+            default_mode: Some(0o755),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    if !has_data_vct {
+        volumes.push(Volume {
+            name: DATA_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        });
+    }
+    let gated = input.restore_gate && comp.def.kind == ComponentKind::Data;
+    let mut pod_labels = selector_labels(&name, c, Some(engine.cluster_def()));
+    pod_labels.extend(comp.spec.labels.clone());
+    let mut pod_annotations = comp.spec.annotations.clone();
+    pod_annotations.insert("lifeboat.io/config-hash".into(), config_hash(&cm));
+    let retention = match input.cluster.spec.termination_policy {
+        TerminationPolicy::DoNotTerminate => "Retain",
+        TerminationPolicy::Delete | TerminationPolicy::WipeOut => "Delete",
+    };
+    StatefulSet {
+        metadata: input.meta(naming::workload(&name, c), c),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(comp.spec.replicas),
+            service_name: Some(naming::headless_service(&name, c)),
+            // Parallel: replicas must be able to start while an earlier ordinal is held un-Ready
+            // by the restore readiness gate.
+            pod_management_policy: Some("Parallel".into()),
+            selector: LabelSelector {
+                match_labels: Some(pod_selector(&name, c)),
+                ..Default::default()
+            },
+            persistent_volume_claim_retention_policy: Some(
+                StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some(retention.into()),
+                    when_scaled: Some("Retain".into()),
+                },
+            ),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: Some(pod_annotations),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    readiness_gates: gated.then(|| {
+                        vec![PodReadinessGate {
+                            condition_type: labels::READINESS_GATE_RESTORE_VERIFIED.into(),
+                        }]
+                    }),
+                    enable_service_links: Some(false),
+                    termination_grace_period_seconds: Some(30),
+                    containers: vec![Container {
+                        name: c.clone(),
+                        image: Some(input.image.to_owned()),
+                        image_pull_policy: Some("IfNotPresent".into()),
+                        command: Some(engine.start_command(comp.def.kind)),
+                        env: Some(envs),
+                        ports: Some(vec![ContainerPort {
+                            name: Some(port_name.into()),
+                            container_port: comp.def.port,
+                            ..Default::default()
+                        }]),
+                        readiness_probe: Some(exec_probe(probe)),
+                        resources: comp.spec.resources.clone(),
+                        volume_mounts: Some(vec![
+                            VolumeMount {
+                                name: DATA_VOLUME.into(),
+                                mount_path: DATA_DIR.into(),
+                                ..Default::default()
+                            },
+                            VolumeMount {
+                                name: "config".into(),
+                                mount_path: CONFIG_DIR.into(),
+                                ..Default::default()
+                            },
+                        ]),
+                        ..Default::default()
+                    }],
+                    volumes: Some(volumes),
+                    ..Default::default()
+                }),
+            },
+            volume_claim_templates: Some(
+                comp.spec
+                    .volume_claim_templates
+                    .iter()
+                    .map(|t| PersistentVolumeClaim {
+                        metadata: ObjectMeta {
+                            name: Some(t.name.clone()),
+                            labels: Some({
+                                let mut l = pod_selector(&name, c);
+                                l.extend(t.labels.clone());
+                                l
+                            }),
+                            annotations: (!t.annotations.is_empty()).then(|| t.annotations.clone()),
+                            ..Default::default()
+                        },
+                        spec: t.spec.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::test_support::field_report_cluster;
+    use crate::cluster::validate::validate;
+
+    fn built(gate: bool) -> (Cluster, ValidCluster) {
+        let c = field_report_cluster();
+        let v = validate(&c).expect("valid");
+        let _ = gate;
+        (c, v)
+    }
+
+    #[test]
+    fn statefulset_pvcs_get_the_names_restores_write_into() {
+        let (c, v) = built(false);
+        let input = BuildInput {
+            cluster: &c,
+            valid: &v,
+            image: "img",
+            domain: "cluster.local",
+            restore_gate: false,
+        };
+        let data = v.data().expect("data");
+        let sts = statefulset(&input, data);
+        let spec = sts.spec.expect("spec");
+        assert_eq!(sts.metadata.name.as_deref(), Some("fdb-falkordb"));
+        let vct = &spec.volume_claim_templates.expect("vct")[0];
+        // StatefulSet PVCs are <template>-<sts>-<ordinal>: data-fdb-falkordb-0, as restores use.
+        assert_eq!(
+            format!("{}-{}-0", vct.metadata.name.as_deref().unwrap_or_default(), "fdb-falkordb"),
+            naming::data_pvc("fdb", "falkordb", 0)
+        );
+        assert_eq!(spec.replicas, Some(2));
+        let pod = spec.template.spec.expect("pod");
+        assert!(pod.readiness_gates.is_none());
+    }
+
+    #[test]
+    fn restoring_data_pods_are_gated_and_sentinels_are_not() {
+        let (c, v) = built(true);
+        let input = BuildInput {
+            cluster: &c,
+            valid: &v,
+            image: "img",
+            domain: "cluster.local",
+            restore_gate: true,
+        };
+        let gates = |comp: &ValidComponent| {
+            statefulset(&input, comp)
+                .spec
+                .and_then(|s| s.template.spec)
+                .and_then(|p| p.readiness_gates)
+                .unwrap_or_default()
+        };
+        let data = gates(v.data().expect("data"));
+        assert_eq!(data.len(), 1);
+        assert_eq!(data[0].condition_type, labels::READINESS_GATE_RESTORE_VERIFIED);
+        assert!(gates(v.sentinel().expect("sentinel")).is_empty());
+    }
+
+    #[test]
+    fn client_service_selects_the_primary_only() {
+        let (c, v) = built(false);
+        let input = BuildInput {
+            cluster: &c,
+            valid: &v,
+            image: "img",
+            domain: "cluster.local",
+            restore_gate: false,
+        };
+        let svc = client_service(&input, v.data().expect("data"));
+        let sel = svc.spec.and_then(|s| s.selector).expect("selector");
+        assert_eq!(sel.get(labels::ROLE).map(String::as_str), Some("primary"));
+        let headless = headless_service(&input, v.data().expect("data"));
+        let spec = headless.spec.expect("spec");
+        assert_eq!(spec.publish_not_ready_addresses, Some(true));
+        assert!(!spec.selector.unwrap_or_default().contains_key(labels::ROLE));
+    }
+
+    #[test]
+    fn every_object_is_owned_by_the_cluster() {
+        let (c, v) = built(false);
+        let input = BuildInput {
+            cluster: &c,
+            valid: &v,
+            image: "img",
+            domain: "cluster.local",
+            restore_gate: false,
+        };
+        let comp = v.data().expect("data");
+        for meta in [
+            statefulset(&input, comp).metadata,
+            config_map(&input, comp).metadata,
+            headless_service(&input, comp).metadata,
+            client_service(&input, comp).metadata,
+            account_secret(&input, "pw".into()).metadata,
+        ] {
+            let owners = meta.owner_references.unwrap_or_default();
+            assert_eq!(owners.len(), 1, "{:?}", meta.name);
+            assert_eq!(owners[0].kind, "Cluster");
+            assert_eq!(owners[0].controller, Some(true));
+        }
+    }
+}

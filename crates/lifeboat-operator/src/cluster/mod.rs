@@ -1,0 +1,301 @@
+//! The Cluster controller: validate, restore when asked, build and apply the workloads, keep the
+//! role labels current, and report status.
+
+pub mod build;
+pub mod restore_step;
+pub mod roles;
+pub mod status;
+pub mod termination;
+#[cfg(test)]
+pub mod test_support;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use lifeboat_api::labels;
+use lifeboat_api::{Cluster, Restore};
+
+use crate::context::Context;
+use crate::engine::ComponentKind;
+use crate::error::{Error, Result};
+use crate::restore::intent::{self, Deadlines};
+use crate::{kubeapi, naming};
+use build::BuildInput;
+use status::{ComponentObs, RestoreState, StatusInput};
+
+const CONTROLLER: &str = "cluster";
+
+/// Runs the Cluster controller until `shutdown` resolves.
+pub async fn run(ctx: Arc<Context>, concurrency: u16, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
+    let clusters: Api<DeserializeGuard<Cluster>> = Api::all(client.clone());
+    let wc = watcher::Config::default();
+    let owned = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
+    Controller::new(clusters, wc)
+        .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
+        .owns(Api::<Job>::all(client.clone()), owned.clone())
+        .owns(Api::<Restore>::all(client.clone()), watcher::Config::default())
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_guarded, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "cluster reconcile finished with an error");
+            }
+        })
+        .await;
+}
+
+async fn reconcile_guarded(obj: Arc<DeserializeGuard<Cluster>>, ctx: Arc<Context>) -> Result<Action> {
+    match &obj.0 {
+        Ok(cluster) => reconcile(cluster, &ctx).await,
+        Err(invalid) => {
+            // One malformed object must not stop the watch; it is reported and skipped.
+            tracing::warn!(name = ?invalid.metadata.name, namespace = ?invalid.metadata.namespace, error = %invalid.error, "skipping a Cluster that does not deserialize");
+            Ok(Action::await_change())
+        }
+    }
+}
+
+fn error_policy(obj: Arc<DeserializeGuard<Cluster>>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failure(CONTROLLER, err.metric_label());
+    let name = obj.0.as_ref().map(|c| c.name_any()).unwrap_or_default();
+    tracing::warn!(cluster = %name, error = %err, "cluster reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// One reconcile of a Cluster.
+pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile(CONTROLLER);
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    if cluster.meta().deletion_timestamp.is_some() {
+        return termination::on_delete(cluster, ctx).await;
+    }
+    termination::ensure_finalizer(ctx, cluster).await?;
+
+    let previous = cluster.status.clone().unwrap_or_default();
+    let mut status_input = StatusInput {
+        now: now(),
+        generation: cluster.meta().generation,
+        previous,
+        invalid: None,
+        restore: RestoreState::None,
+        components: Vec::new(),
+        deleting: false,
+    };
+
+    // Validation and the restore request come before anything is created.
+    let valid = match validate::validate(cluster) {
+        Ok(v) => v,
+        Err(invalid) => return fail_invalid(cluster, ctx, status_input, invalid).await,
+    };
+    let deadlines = Deadlines {
+        prepare_data: ctx.config.prepare_data_deadline,
+        post_ready: ctx.config.post_ready_deadline,
+    };
+    let restore_intent = match intent::intent(cluster, &valid, deadlines) {
+        Ok(i) => i,
+        Err(invalid) => return fail_invalid(cluster, ctx, status_input, invalid).await,
+    };
+
+    let restore_objects: Vec<Restore> = kubeapi::list(&ctx.client, &ns, &format!("{}={name}", labels::INSTANCE)).await?;
+    let input = BuildInput {
+        cluster,
+        valid: &valid,
+        image: &ctx.config.database_image,
+        domain: &ctx.config.cluster_domain,
+        restore_gate: false,
+    };
+
+    // The password is created once and never re-applied.
+    if kubeapi::create_if_absent(&ctx.client, &build::account_secret(&input, build::generate_password())).await? {
+        tracing::info!(cluster = %name, "created account secret");
+    }
+    let password = read_password(ctx, &ns, &input.secret_name()).await?;
+
+    let mut restore_state = RestoreState::None;
+    for comp in &valid.components {
+        kubeapi::apply(&ctx.client, &build::config_map(&input, comp)).await?;
+        kubeapi::apply(&ctx.client, &build::headless_service(&input, comp)).await?;
+        kubeapi::apply(&ctx.client, &build::client_service(&input, comp)).await?;
+        if comp.def.kind == ComponentKind::Data {
+            let policy = crate::backup::policy::default_policy(cluster, &comp.spec.name, &input.secret_name(), None);
+            kubeapi::apply(&ctx.client, &policy).await?;
+        }
+
+        let req = restore_intent
+            .as_ref()
+            .and_then(|i| i.components.iter().find(|c| c.component == comp.spec.name));
+        let existing_restore = restore_objects
+            .iter()
+            .find(|r| r.name_any() == naming::restore(&name, &comp.spec.name));
+        // Data pods of a component that was restored keep the gate for good: removing it would
+        // roll every pod; the operator opens it on each pod once the restore completed.
+        let gated = req.is_some() || existing_restore.is_some();
+        let comp_input = BuildInput { restore_gate: gated, ..input_clone(&input) };
+        let workload_allowed = match req {
+            Some(req) => {
+                let outcome = restore_step::step(cluster, ctx, &valid, comp, req, restore_intent.as_ref().map(|i| i.source)).await?;
+                restore_state = merge_restore(restore_state, outcome.state.clone());
+                outcome.workload_allowed
+            }
+            None => {
+                if let Some(r) = existing_restore.filter(|_| comp.def.kind == ComponentKind::Data) {
+                    restore_step::keep_gates_open(ctx, cluster, comp, r).await?;
+                    if restore_state == RestoreState::None {
+                        restore_state = restore_step::state_of(r);
+                    }
+                }
+                true
+            }
+        };
+        let sts_name = naming::workload(&name, &comp.spec.name);
+        let mut obs = ComponentObs {
+            name: comp.spec.name.clone(),
+            replicas: comp.spec.replicas,
+            ..Default::default()
+        };
+        if workload_allowed {
+            let sts = kubeapi::apply(&ctx.client, &build::statefulset(&comp_input, comp)).await?;
+            obs.workload = true;
+            obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+        } else if let Some(sts) = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await? {
+            obs.workload = true;
+            obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+        }
+        if obs.workload {
+            obs.problems = observe_roles(ctx, cluster, &valid, comp, &password).await?;
+        }
+        status_input.components.push(obs);
+    }
+    status_input.restore = restore_state;
+    let st = status::compute(&status_input);
+    let requeue = match st.phase {
+        Some(lifeboat_api::ClusterPhase::Failed) => Duration::from_secs(60),
+        _ => Duration::from_secs(5),
+    };
+    kubeapi::apply_status::<Cluster>(&ctx.client, &name, &ns, serde_json::to_value(&st).map_err(|source| Error::Serialize { object: format!("status of Cluster {ns}/{name}"), source })?).await?;
+    Ok(Action::requeue(requeue))
+}
+
+fn input_clone<'a>(i: &BuildInput<'a>) -> BuildInput<'a> {
+    BuildInput {
+        cluster: i.cluster,
+        valid: i.valid,
+        image: i.image,
+        domain: i.domain,
+        restore_gate: i.restore_gate,
+    }
+}
+
+fn merge_restore(a: RestoreState, b: RestoreState) -> RestoreState {
+    use RestoreState::*;
+    match (a, b) {
+        (Failed(m), _) | (_, Failed(m)) => Failed(m),
+        (Running(m), _) | (_, Running(m)) => Running(m),
+        (Completed(m), _) | (_, Completed(m)) => Completed(m),
+        (None, None) => None,
+    }
+}
+
+async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> {
+    let s: Secret = kubeapi::get_opt(&ctx.client, ns, secret).await?.ok_or_else(|| Error::MissingField {
+        object: format!("Secret {ns}/{secret}"),
+        field: "data (the Secret is missing)",
+    })?;
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(build::PASSWORD_KEY))
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .ok_or_else(|| Error::MissingField {
+            object: format!("Secret {ns}/{secret}"),
+            field: "data.password",
+        })
+}
+
+async fn fail_invalid(cluster: &Cluster, ctx: &Context, mut input: StatusInput, invalid: validate::Invalid) -> Result<Action> {
+    let msg = invalid.to_string();
+    if cluster.status.as_ref().and_then(|s| s.message.as_deref()) != Some(msg.as_str()) {
+        ctx.event(cluster, EventType::Warning, "InvalidSpec", "Validate", msg.clone()).await;
+    }
+    input.invalid = Some(msg);
+    let st = status::compute(&input);
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    kubeapi::apply_status::<Cluster>(&ctx.client, &name, &ns, serde_json::to_value(&st).map_err(|source| Error::Serialize { object: format!("status of Cluster {ns}/{name}"), source })?).await?;
+    Ok(Action::await_change())
+}
+
+/// Observes roles for the data component of a replicated Cluster, labels the pods, and returns
+/// what keeps the component from being healthy. Sentinels are checked for agreement.
+async fn observe_roles(
+    ctx: &Context,
+    cluster: &Cluster,
+    valid: &validate::ValidCluster,
+    comp: &validate::ValidComponent,
+    password: &str,
+) -> Result<Vec<String>> {
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    if comp.def.kind != ComponentKind::Data {
+        return Ok(Vec::new());
+    }
+    let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, comp.spec.name)).await?;
+    let mut servers = BTreeMap::new();
+    for p in &pods {
+        let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else { continue };
+        let ordinal = p.name_any().rsplit('-').next().and_then(|o| o.parse().ok()).unwrap_or(0);
+        let fqdn = naming::pod_fqdn(&name, &comp.spec.name, ordinal, &ns, &ctx.config.cluster_domain);
+        let role = roles::server_role(&ip, comp.def.port, password).await;
+        servers.insert(p.name_any(), (fqdn, role));
+    }
+    let mut sentinel_masters = Vec::new();
+    let mut sentinel_count = 0;
+    if let Some(s) = valid.sentinel() {
+        sentinel_count = usize::try_from(s.spec.replicas).unwrap_or(0);
+        let spods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, s.spec.name)).await?;
+        for p in &spods {
+            if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
+                && let Some(m) = roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await
+            {
+                sentinel_masters.push(m);
+            }
+        }
+    }
+    let decided = roles::decide(&servers, &sentinel_masters, sentinel_count);
+    for p in &pods {
+        let pod_name = p.name_any();
+        let Some(want) = decided.labels.get(&pod_name) else { continue };
+        if p.labels().get(labels::ROLE).map(String::as_str) != Some(*want) {
+            let patch = serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod_name, "namespace": ns, "labels": {labels::ROLE: want}}
+            });
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            api.patch(&pod_name, &kube::api::PatchParams::apply(crate::FIELD_MANAGER), &kube::api::Patch::Apply(&patch))
+                .await
+                .map_err(Error::kube("labelling role of", format!("Pod {ns}/{pod_name}")))?;
+            tracing::info!(cluster = %name, pod = %pod_name, role = want, "role label updated");
+        }
+    }
+    Ok(decided.problems)
+}

@@ -1,0 +1,333 @@
+//! One step of a component's restore: observe, plan ([`crate::restore::plan`]), apply.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::RestorePhase;
+use lifeboat_api::{Backup, BackupRepo, Cluster, Restore, labels};
+
+use super::validate::{ValidCluster, ValidComponent};
+use crate::FIELD_MANAGER;
+use crate::cluster::status::RestoreState;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::restore::diagnose::{self, PodEvent};
+use crate::restore::intent::{ComponentRestore, IntentSource, RESTORE_DONE};
+use crate::restore::plan::{self, Input, JobObs, PodObs, PvcObs};
+use crate::restore::{jobs, preconditions};
+use crate::{kubeapi, naming, repo};
+
+/// What a restore step decided for the Cluster.
+pub struct StepOutcome {
+    pub workload_allowed: bool,
+    pub state: RestoreState,
+}
+
+/// The Cluster-level view of a Restore.
+pub fn state_of(r: &Restore) -> RestoreState {
+    let st = r.status.clone().unwrap_or_default();
+    let msg = st
+        .conditions
+        .iter()
+        .rev()
+        .find(|c| c.status != "True")
+        .or_else(|| st.conditions.last())
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    match st.phase {
+        Some(RestorePhase::Completed) => {
+            RestoreState::Completed(format!("Restore {} completed and verified", r.name_any()))
+        }
+        Some(RestorePhase::Failed) => RestoreState::Failed(format!("Restore {}: {msg}", r.name_any())),
+        _ => RestoreState::Running(if msg.is_empty() { "validating".into() } else { msg }),
+    }
+}
+
+async fn pod_events(ctx: &Context, ns: &str, pod: &str) -> Vec<PodEvent> {
+    let api: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), ns);
+    let lp = ListParams::default().fields(&format!("involvedObject.name={pod}"));
+    match api.list(&lp).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .map(|e| PodEvent {
+                reason: e.reason.unwrap_or_default(),
+                message: e.message.unwrap_or_default(),
+            })
+            .collect(),
+        Err(e) => {
+            tracing::debug!(pod, error = %e, "could not list events");
+            Vec::new()
+        }
+    }
+}
+
+async fn last_log_line(ctx: &Context, ns: &str, pod: &str) -> Option<String> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let lp = LogParams {
+        tail_lines: Some(20),
+        ..Default::default()
+    };
+    let logs = api.logs(pod, &lp).await.ok()?;
+    logs.lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .map(str::to_owned)
+}
+
+/// Observes a Job: done, failed for good, or stuck, with its pod's explanation.
+async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobObs>> {
+    let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, ns, name).await? else {
+        return Ok(None);
+    };
+    let st = job.status.clone().unwrap_or_default();
+    let mut obs = JobObs {
+        name: name.to_owned(),
+        started: st.start_time.clone(),
+        finished: st.completion_time.clone(),
+        succeeded: st.succeeded.unwrap_or(0) > 0,
+        ..Default::default()
+    };
+    let failed = st
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Failed" && c.status == "True");
+    let pods: Vec<Pod> = kubeapi::list(&ctx.client, ns, &format!("job-name={name}")).await?;
+    let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
+    if let Some(c) = failed {
+        let detail = latest
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone()))
+            .map(|m| m.trim().lines().last().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        obs.failed = Some(format!(
+            "{}: {}{}",
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default(),
+            if detail.is_empty() { String::new() } else { format!("; last output: {detail}") }
+        ));
+        obs.finished = c.last_transition_time.clone();
+    }
+    if let Some(p) = latest {
+        let pname = p.name_any();
+        if obs.succeeded || obs.failed.is_some() {
+            obs.output = last_log_line(ctx, ns, &pname).await;
+        } else {
+            let events = pod_events(ctx, ns, &pname).await;
+            obs.stuck = diagnose::diagnose(p, &events);
+        }
+    }
+    Ok(Some(obs))
+}
+
+/// Runs one step of the restore of `comp`.
+pub async fn step(
+    cluster: &Cluster,
+    ctx: &Context,
+    valid: &ValidCluster,
+    comp: &ValidComponent,
+    req: &ComponentRestore,
+    source: Option<IntentSource>,
+) -> Result<StepOutcome> {
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    let c = &comp.spec.name;
+    let restore_name = naming::restore(&name, c);
+
+    let mut restore = kubeapi::get_opt::<Restore>(&ctx.client, &ns, &restore_name).await?;
+    if restore.is_none() {
+        let obj = jobs::restore_object(cluster, comp, req);
+        kubeapi::create_if_absent(&ctx.client, &obj).await?;
+        if source == Some(IntentSource::Annotation) {
+            ctx.event(
+                cluster,
+                EventType::Warning,
+                "DeprecatedRestoreAnnotation",
+                "Restore",
+                format!(
+                    "annotation {} is deprecated: it was honoured and translated into Restore {restore_name}; use spec.restore.source (kind Backup, name {}) instead",
+                    labels::RESTORE_FROM_BACKUP, req.backup_name
+                ),
+            )
+            .await;
+        }
+        ctx.event(cluster, EventType::Normal, "RestoreStarted", "Restore", format!("restoring component {c} from Backup {}/{}", req.backup_namespace, req.backup_name)).await;
+        restore = kubeapi::get_opt::<Restore>(&ctx.client, &ns, &restore_name).await?;
+    }
+    let restore = restore.ok_or_else(|| Error::MissingField {
+        object: format!("Restore {ns}/{restore_name}"),
+        field: "metadata (it vanished right after creation)",
+    })?;
+    let status = restore.status.clone().unwrap_or_default();
+
+    let backup: Option<Backup> = kubeapi::get_opt(&ctx.client, &req.backup_namespace, &req.backup_name).await?;
+    let repo_name = backup.as_ref().and_then(|b| b.status.as_ref()).and_then(|s| s.backup_repo_name.clone());
+    let repo_obj: Option<BackupRepo> = match &repo_name {
+        Some(r) => Api::<BackupRepo>::all(ctx.client.clone())
+            .get_opt(r)
+            .await
+            .map_err(Error::kube("reading", format!("BackupRepo {r}")))?,
+        None => None,
+    };
+    let precondition = if status.phase.is_none() {
+        preconditions::check(req, &ns, valid, backup.as_ref(), repo_obj.as_ref())
+    } else {
+        Ok(())
+    };
+
+    // Observe volumes, Jobs and pods.
+    let mut pvcs = Vec::new();
+    let mut prepare_jobs = Vec::new();
+    for i in 0..comp.spec.replicas {
+        let pvc_name = naming::data_pvc(&name, c, i);
+        let pvc = kubeapi::get_opt::<PersistentVolumeClaim>(&ctx.client, &ns, &pvc_name).await?;
+        pvcs.push(PvcObs {
+            name: pvc_name,
+            exists: pvc.is_some(),
+            deleting: pvc.as_ref().is_some_and(|p| p.meta().deletion_timestamp.is_some()),
+        });
+        prepare_jobs.push(observe_job(ctx, &ns, &naming::prepare_data_job(&name, c, i)).await?);
+    }
+    let sts = kubeapi::get_opt::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx.client, &ns, &naming::workload(&name, c)).await?;
+    let pod_list: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={c}", labels::INSTANCE, labels::COMPONENT_NAME)).await?;
+    let mut pods = Vec::new();
+    for p in &pod_list {
+        let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "ContainersReady" && c.status == "True"));
+        let stuck = if ready { None } else { diagnose::diagnose(p, &pod_events(ctx, &ns, &p.name_any()).await) };
+        pods.push(PodObs { name: p.name_any(), containers_ready: ready, stuck });
+    }
+    let verify_job = observe_job(ctx, &ns, &naming::verify_job(&name, c)).await?;
+
+    let input = Input {
+        now: Time(Timestamp::now()),
+        req,
+        replicas: comp.spec.replicas,
+        precondition,
+        status: status.clone(),
+        pvcs,
+        prepare_jobs,
+        workload_exists: sts.is_some(),
+        pods,
+        verify_job,
+    };
+    let p = plan::plan(&input);
+
+    // Apply: create what the plan asks for. Names are deterministic, so a step repeated after a
+    // crash finds what the previous one created.
+    if !p.create_pvcs.is_empty() || !p.create_prepare_jobs.is_empty() || p.create_verify_job {
+        let repo_obj = repo_obj.as_ref().ok_or_else(|| Error::MissingField {
+            object: format!("Backup {}/{}", req.backup_namespace, req.backup_name),
+            field: "status.backupRepoName (a Ready repo)",
+        })?;
+        let access = repo::access::access(repo_obj, &req.backup_namespace).map_err(|e| Error::InvalidObject { object: format!("BackupRepo {}", repo_obj.name_any()), message: e.to_string() })?;
+        crate::repo::controller::ensure_namespace_access(ctx, repo_obj, &ns).await?;
+        let backup_path = backup
+            .as_ref()
+            .and_then(|b| b.status.as_ref())
+            .and_then(|s| s.dataset.as_ref())
+            .map(|d| d.manifest_path.clone())
+            .unwrap_or_default();
+        let ji = jobs::JobInput {
+            cluster,
+            comp,
+            req,
+            owner: restore.controller_owner_ref(&()),
+            image: &ctx.config.mover_image,
+            repo: &access,
+            backup_path: &backup_path,
+        };
+        for i in &p.create_pvcs {
+            kubeapi::create_if_absent(&ctx.client, &jobs::data_pvc(cluster, comp, *i)).await?;
+        }
+        for i in &p.create_prepare_jobs {
+            kubeapi::create_if_absent(&ctx.client, &jobs::prepare_data_job(&ji, *i)).await?;
+        }
+        if p.create_verify_job {
+            let secret = super::build::BuildInput { cluster, valid, image: "", domain: "", restore_gate: true }.secret_name();
+            kubeapi::create_if_absent(&ctx.client, &jobs::verify_job(&ji, &secret, &ctx.config.cluster_domain)).await?;
+        }
+    }
+    if p.open_gates {
+        open_gates(ctx, &ns, &pod_list).await?;
+    }
+    if p.status != status {
+        kubeapi::apply_status::<Restore>(&ctx.client, &restore_name, &ns, serde_json::to_value(&p.status).map_err(|source| Error::Serialize { object: format!("status of Restore {ns}/{restore_name}"), source })?).await?;
+    }
+    if let Some(msg) = &p.failed {
+        Metrics::outcome(&ctx.metrics.restores, "failed");
+        ctx.event(cluster, EventType::Warning, "RestoreFailed", "Restore", format!("Restore {restore_name} failed: {msg}")).await;
+    }
+    if p.completed {
+        Metrics::outcome(&ctx.metrics.restores, "completed");
+        ctx.event(cluster, EventType::Normal, "RestoreCompleted", "Restore", format!("Restore {restore_name} completed: the live dataset matches Backup {}/{}", req.backup_namespace, req.backup_name)).await;
+        mark_done(ctx, cluster, &restore_name).await?;
+    }
+    let mut shown = restore.clone();
+    shown.status = Some(p.status.clone());
+    Ok(StepOutcome {
+        workload_allowed: p.workload_allowed,
+        state: state_of(&shown),
+    })
+}
+
+/// Clears the restore intent so that later reconciles (scale-outs) never restore again.
+async fn mark_done(ctx: &Context, cluster: &Cluster, restore: &str) -> Result<()> {
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {RESTORE_DONE: restore}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube("marking restore done on", format!("Cluster {ns}/{name}")))?;
+    Ok(())
+}
+
+/// Sets the restore-verified readiness-gate condition on pods that lack it.
+async fn open_gates(ctx: &Context, ns: &str, pods: &[Pod]) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    for p in pods {
+        let open = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter().any(|c| c.type_ == labels::READINESS_GATE_RESTORE_VERIFIED && c.status == "True")
+        });
+        if open {
+            continue;
+        }
+        let name = p.name_any();
+        let patch = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "status": {"conditions": [{
+                "type": labels::READINESS_GATE_RESTORE_VERIFIED,
+                "status": "True",
+                "reason": "RestoreVerified",
+                "message": "the restored data matches the backup's manifest",
+                "lastTransitionTime": Time(Timestamp::now()),
+            }]}
+        });
+        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch))
+            .await
+            .map_err(Error::kube("opening the restore gate of", format!("Pod {ns}/{name}")))?;
+        tracing::info!(pod = %name, "restore readiness gate opened");
+    }
+    Ok(())
+}
+
+/// After a completed restore, pods created later (scale-out, rescheduling) start empty and sync
+/// from the primary; their gate is opened as they appear.
+pub async fn keep_gates_open(ctx: &Context, cluster: &Cluster, comp: &ValidComponent, r: &Restore) -> Result<()> {
+    let done = r.status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Completed);
+    if !done {
+        return Ok(());
+    }
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, comp.spec.name)).await?;
+    open_gates(ctx, &ns, &pods).await
+}

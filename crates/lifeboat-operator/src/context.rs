@@ -1,0 +1,95 @@
+//! What every reconcile shares: the client, the one event recorder, metrics and configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+
+use crate::metrics::Metrics;
+
+/// Operator configuration, from flags and environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The image restore, backup and verify Jobs run (`lifeboat-mover`).
+    pub mover_image: String,
+    /// The database image (redis-server with the FalkorDB module, and redis-cli).
+    pub database_image: String,
+    /// The cluster's DNS domain.
+    pub cluster_domain: String,
+    /// Default prepareData deadline.
+    pub prepare_data_deadline: Duration,
+    /// Default postReady deadline.
+    pub post_ready_deadline: Duration,
+    /// How long a backup may take.
+    pub backup_deadline: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            mover_image: "localhost/lifeboat/mover:0.1.0".into(),
+            database_image: "localhost/lifeboat/falkordb:0.1.0".into(),
+            cluster_domain: "cluster.local".into(),
+            prepare_data_deadline: Duration::from_secs(15 * 60),
+            post_ready_deadline: Duration::from_secs(10 * 60),
+            backup_deadline: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Shared by all reconciles.
+#[derive(Clone)]
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The one event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Configuration.
+    pub config: Config,
+}
+
+impl Context {
+    /// Builds the shared context.
+    pub fn new(client: Client, reporter: Reporter, metrics: Arc<Metrics>, config: Config) -> Self {
+        let recorder = Recorder::new(client.clone(), reporter);
+        Self {
+            client,
+            recorder,
+            metrics,
+            config,
+        }
+    }
+
+    /// Publishes an event on `obj`. Events are best effort: failing to publish one is logged and
+    /// never fails a reconcile.
+    pub async fn event<K>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let ev = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1000)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(object = %obj.name_any(), reason, error = %e, "could not publish event");
+        }
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

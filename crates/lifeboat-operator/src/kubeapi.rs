@@ -1,0 +1,122 @@
+//! The few ways Lifeboat writes to the API: server-side apply under one field manager, status
+//! through the status subresource, and create-if-absent for objects that must never be
+//! regenerated (passwords).
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::FIELD_MANAGER;
+use crate::error::{Error, Result};
+
+fn describe<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!(
+        "{}/{} in namespace {}",
+        K::kind(&()),
+        obj.name_any(),
+        obj.namespace().unwrap_or_default()
+    )
+}
+
+/// Server-side applies `obj` (which must carry its name and namespace), forcing ownership of the
+/// fields Lifeboat sets.
+pub async fn apply<K>(client: &kube::Client, obj: &K) -> Result<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&obj.name_any(), &pp, &Patch::Apply(obj))
+        .await
+        .map_err(Error::kube("applying", describe(obj)))
+}
+
+/// Creates `obj` unless an object of that name exists; returns whether it created it.
+pub async fn create_if_absent<K>(client: &kube::Client, obj: &K) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(Error::kube("creating", describe(obj))(e)),
+    }
+}
+
+/// Server-side applies the status of a namespaced object.
+pub async fn apply_status<K>(
+    client: &kube::Client,
+    name: &str,
+    ns: &str,
+    status: serde_json::Value,
+) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let body = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name, "namespace": ns},
+        "status": status,
+    });
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(name, &pp, &Patch::Apply(&body))
+        .await
+        .map_err(Error::kube(
+            "updating status of",
+            format!("{}/{name} in namespace {ns}", K::kind(&())),
+        ))?;
+    Ok(())
+}
+
+/// Reads a namespaced object, `None` when it does not exist.
+pub async fn get_opt<K>(client: &kube::Client, ns: &str, name: &str) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.map_err(Error::kube(
+        "reading",
+        format!("{}/{name} in namespace {ns}", K::kind(&())),
+    ))
+}
+
+/// Lists namespaced objects by label selector.
+pub async fn list<K>(client: &kube::Client, ns: &str, selector: &str) -> Result<Vec<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let lp = kube::api::ListParams::default().labels(selector);
+    Ok(api
+        .list(&lp)
+        .await
+        .map_err(Error::kube(
+            "listing",
+            format!("{} with {selector} in namespace {ns}", K::kind(&())),
+        ))?
+        .items)
+}

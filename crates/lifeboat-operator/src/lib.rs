@@ -1,0 +1,21 @@
+//! Lifeboat's controllers.
+//!
+//! Each controller reconciles as a pipeline: observe the object and its children, plan (pure
+//! functions in `plan`/`build` modules, unit-tested), apply with server-side apply under the one
+//! field manager [`FIELD_MANAGER`], then write status through the status subresource.
+
+pub mod backup;
+pub mod cluster;
+pub mod context;
+pub mod duration;
+pub mod engine;
+pub mod error;
+pub mod kubeapi;
+pub mod metrics;
+pub mod naming;
+pub mod repo;
+pub mod restore;
+pub mod telemetry;
+
+/// The one field manager Lifeboat writes with.
+pub const FIELD_MANAGER: &str = "lifeboat";

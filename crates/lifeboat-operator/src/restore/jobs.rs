@@ -1,0 +1,251 @@
+//! The objects a restore creates: the Restore itself, the data PVCs, the prepareData Jobs and
+//! the verify Job. Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec,
+    PodTemplateSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::{
+    BackupRef, PrepareDataConfig, RestoreDeadlines, RestoreSpec, RestoreVolumeClaim,
+    RestoreObjectMeta,
+};
+use lifeboat_api::{Cluster, Restore, labels};
+
+use super::intent::ComponentRestore;
+use crate::cluster::build::{DATA_DIR, password_env, selector_labels};
+use crate::cluster::validate::ValidComponent;
+use crate::naming;
+use crate::repo::access::RepoAccess;
+
+/// Label on restore Jobs and PVCs naming the Restore they belong to.
+pub const RESTORE_LABEL: &str = "lifeboat.io/restore";
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+/// The Restore object of a component's restore, owned by the Cluster.
+pub fn restore_object(
+    cluster: &Cluster,
+    comp: &ValidComponent,
+    req: &ComponentRestore,
+) -> Restore {
+    let name = cluster.name_any();
+    let ns = cluster.namespace().unwrap_or_default();
+    let template = comp
+        .spec
+        .volume_claim_templates
+        .iter()
+        .find(|t| t.name == "data")
+        .and_then(|t| t.spec.clone());
+    let claims = (0..comp.spec.replicas)
+        .map(|i| RestoreVolumeClaim {
+            metadata: RestoreObjectMeta {
+                name: naming::data_pvc(&name, &comp.spec.name, i),
+                namespace: Some(ns.clone()),
+                labels: BTreeMap::new(),
+            },
+            volume_claim_spec: template.clone(),
+            volume_source: Some("data".into()),
+            mount_path: Some(DATA_DIR.into()),
+        })
+        .collect();
+    let mut r = Restore::new(
+        &naming::restore(&name, &comp.spec.name),
+        RestoreSpec {
+            backup: BackupRef {
+                name: req.backup_name.clone(),
+                namespace: req.backup_namespace.clone(),
+                source_target_name: None,
+            },
+            env: req.env.clone(),
+            prepare_data_config: Some(PrepareDataConfig {
+                volume_claims: claims,
+                volume_claim_restore_policy: req.policy,
+                ..Default::default()
+            }),
+            backoff_limit: Some(2),
+            deadlines: Some(RestoreDeadlines {
+                prepare_data: Some(crate::duration::format(req.prepare_data_deadline)),
+                post_ready: Some(crate::duration::format(req.post_ready_deadline)),
+            }),
+            ..Default::default()
+        },
+    );
+    r.metadata.namespace = Some(ns);
+    r.metadata.labels = Some(selector_labels(&name, &comp.spec.name, None));
+    r.metadata.owner_references = cluster.controller_owner_ref(&()).map(|o| vec![o]);
+    r
+}
+
+/// A data PVC, under the name the StatefulSet will use, so the workload adopts the restored
+/// volume instead of provisioning an empty one. The Cluster owns it (not as controller, so the
+/// StatefulSet may claim it too).
+pub fn data_pvc(cluster: &Cluster, comp: &ValidComponent, ordinal: i32) -> PersistentVolumeClaim {
+    let name = cluster.name_any();
+    let template = comp.spec.volume_claim_templates.iter().find(|t| t.name == "data");
+    let mut labels = selector_labels(&name, &comp.spec.name, None);
+    labels.insert(RESTORE_LABEL.into(), naming::restore(&name, &comp.spec.name));
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(naming::data_pvc(&name, &comp.spec.name, ordinal)),
+            namespace: cluster.namespace(),
+            labels: Some(labels),
+            owner_references: cluster.controller_owner_ref(&()).map(|mut o| {
+                o.controller = Some(false);
+                vec![o]
+            }),
+            ..Default::default()
+        },
+        spec: template.and_then(|t| t.spec.clone()),
+        ..Default::default()
+    }
+}
+
+/// Shared shape of the restore Jobs.
+pub struct JobInput<'a> {
+    pub cluster: &'a Cluster,
+    pub comp: &'a ValidComponent,
+    pub req: &'a ComponentRestore,
+    /// The Restore that owns the Jobs.
+    pub owner: Option<OwnerReference>,
+    pub image: &'a str,
+    pub repo: &'a RepoAccess,
+    /// The backup's name inside the repo.
+    pub backup_path: &'a str,
+}
+
+fn job(input: &JobInput<'_>, name: String, deadline_secs: u64, container: Container, volumes: Vec<Volume>) -> Job {
+    let cluster = input.cluster.name_any();
+    let mut labels = selector_labels(&cluster, &input.comp.spec.name, None);
+    labels.insert(RESTORE_LABEL.into(), naming::restore(&cluster, &input.comp.spec.name));
+    Job {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: input.cluster.namespace(),
+            labels: Some(labels.clone()),
+            owner_references: input.owner.clone().map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(2),
+            active_deadline_seconds: Some(i64::try_from(deadline_secs).unwrap_or(i64::MAX)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".into()),
+                    enable_service_links: Some(false),
+                    containers: vec![container],
+                    volumes: Some(volumes),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The prepareData Job that writes the backup into one data PVC.
+pub fn prepare_data_job(input: &JobInput<'_>, ordinal: i32) -> Job {
+    let cluster = input.cluster.name_any();
+    let pvc = naming::data_pvc(&cluster, &input.comp.spec.name, ordinal);
+    let mut env_vars = input.repo.env.clone();
+    env_vars.push(env("LIFEBOAT_BACKUP_NAME", input.backup_path));
+    env_vars.push(env("LIFEBOAT_TARGET_DIR", DATA_DIR));
+    env_vars.push(env("LIFEBOAT_LOG_FORMAT", "json"));
+    env_vars.extend(input.req.env.iter().cloned());
+    let mut mounts = vec![VolumeMount {
+        name: "data".into(),
+        mount_path: DATA_DIR.into(),
+        ..Default::default()
+    }];
+    mounts.extend(input.repo.mounts.iter().cloned());
+    let mut volumes = vec![Volume {
+        name: "data".into(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: pvc,
+            read_only: Some(false),
+        }),
+        ..Default::default()
+    }];
+    volumes.extend(input.repo.volumes.iter().cloned());
+    let container = Container {
+        name: "restore".into(),
+        image: Some(input.image.to_owned()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        command: Some(vec!["lifeboat-mover".into(), "restore".into()]),
+        env: Some(env_vars),
+        volume_mounts: Some(mounts),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Default::default()
+    };
+    job(
+        input,
+        naming::prepare_data_job(&cluster, &input.comp.spec.name, ordinal),
+        input.req.prepare_data_deadline.as_secs(),
+        container,
+        volumes,
+    )
+}
+
+/// The postReady Job that compares every restored server's live dataset with the manifest.
+pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
+    let cluster = input.cluster.name_any();
+    let ns = input.cluster.namespace().unwrap_or_default();
+    let hosts: Vec<String> = (0..input.comp.spec.replicas)
+        .map(|i| naming::pod_fqdn(&cluster, &input.comp.spec.name, i, &ns, domain))
+        .collect();
+    let mut env_vars = input.repo.env.clone();
+    env_vars.push(env("LIFEBOAT_BACKUP_NAME", input.backup_path));
+    env_vars.push(env("LIFEBOAT_LOG_FORMAT", "json"));
+    env_vars.push(env("LIFEBOAT_VERIFY_HOSTS", hosts.join(" ")));
+    env_vars.push(password_env(secret, "LIFEBOAT_REDIS_PASSWORD"));
+    // Each server is verified on its own: a replica that has not synced, or a primary that lost
+    // keys, both fail the restore.
+    let script = "set -e; for h in $LIFEBOAT_VERIFY_HOSTS; do \
+                  lifeboat-mover verify --redis-host \"$h\"; done";
+    let container = Container {
+        name: "verify".into(),
+        image: Some(input.image.to_owned()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        command: Some(vec!["/bin/sh".into(), "-c".into(), script.into()]),
+        env: Some(env_vars),
+        volume_mounts: Some(input.repo.mounts.clone()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Default::default()
+    };
+    let mut j = job(
+        input,
+        naming::verify_job(&cluster, &input.comp.spec.name),
+        input.req.post_ready_deadline.as_secs(),
+        container,
+        input.repo.volumes.clone(),
+    );
+    // A mismatch is a verdict, not a flake: retrying cannot change the data.
+    if let Some(s) = j.spec.as_mut() {
+        s.backoff_limit = Some(0);
+    }
+    j
+}
+
+/// The label selector of a Cluster's restore Jobs.
+pub fn job_selector(cluster: &str, component: &str) -> String {
+    format!(
+        "{}={cluster},{RESTORE_LABEL}={}",
+        labels::INSTANCE,
+        naming::restore(cluster, component)
+    )
+}

@@ -1,0 +1,557 @@
+//! The restore stage machine. Pure: given what was observed, it says what to create next, whether
+//! the workload may exist yet, and what the Restore's status is now.
+//!
+//! Stages, in order; each ends, within its deadline, in success or a terminal failure:
+//! 1. **Validation**: the preconditions ([`super::preconditions`]).
+//! 2. **prepareData**: the data PVCs, under the workload's own names, each filled by a Job. The
+//!    workload does not exist yet.
+//! 3. **postReady**: the workload starts on the restored volumes with its data pods held
+//!    un-Ready by a readiness gate; a Job verifies the live dataset against the manifest. Only then
+//!    are the gates opened.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use lifeboat_api::conditions::{self, CHECK_BACKUP_REPO, POST_READY, PREPARE_DATA, VALIDATION_PASSED};
+use lifeboat_api::dataprotection::v1alpha1::{
+    RestoreActionStatus, RestorePhase, RestoreStatus, RestoreStatusAction, RestoreStatusActions,
+    RestoreVerification, VolumeClaimRestorePolicy,
+};
+
+use super::diagnose::Stuck;
+use super::intent::ComponentRestore;
+use crate::duration;
+
+/// A Job as observed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobObs {
+    /// The Job's name.
+    pub name: String,
+    /// When it started.
+    pub started: Option<Time>,
+    /// When it finished.
+    pub finished: Option<Time>,
+    /// Whether it completed successfully.
+    pub succeeded: bool,
+    /// Why it failed, once it has failed for good (past its backoff limit).
+    pub failed: Option<String>,
+    /// Why its pod is stuck, if it is.
+    pub stuck: Option<Stuck>,
+    /// The result line the mover printed, once the Job finished.
+    pub output: Option<String>,
+}
+
+/// A data PVC as observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PvcObs {
+    /// The PVC's name.
+    pub name: String,
+    /// Whether it exists.
+    pub exists: bool,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+}
+
+/// A data pod as observed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodObs {
+    /// The pod's name.
+    pub name: String,
+    /// Whether its containers are ready (the server answers).
+    pub containers_ready: bool,
+    /// Why it is stuck, if it is.
+    pub stuck: Option<Stuck>,
+}
+
+/// Everything the stage machine looks at.
+#[derive(Clone, Debug)]
+pub struct Input<'a> {
+    pub now: Time,
+    pub req: &'a ComponentRestore,
+    /// How many data replicas (volumes) to restore.
+    pub replicas: i32,
+    /// The preconditions' verdict; only consulted before the restore has started.
+    pub precondition: Result<(), String>,
+    /// The Restore's status so far.
+    pub status: RestoreStatus,
+    /// The data PVCs, by ordinal.
+    pub pvcs: Vec<PvcObs>,
+    /// The prepareData Jobs, by ordinal.
+    pub prepare_jobs: Vec<Option<JobObs>>,
+    /// Whether the workload exists.
+    pub workload_exists: bool,
+    /// The data pods that exist.
+    pub pods: Vec<PodObs>,
+    /// The verify Job, once created.
+    pub verify_job: Option<JobObs>,
+}
+
+/// What to do next.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// The Restore's new status.
+    pub status: RestoreStatus,
+    /// Ordinals whose data PVC to create.
+    pub create_pvcs: Vec<i32>,
+    /// Ordinals whose prepareData Job to create.
+    pub create_prepare_jobs: Vec<i32>,
+    /// Whether the workload may exist.
+    pub workload_allowed: bool,
+    /// Whether to create the verify Job.
+    pub create_verify_job: bool,
+    /// Whether to open the data pods' readiness gates.
+    pub open_gates: bool,
+    /// Set when this plan ends the restore: the failure message.
+    pub failed: Option<String>,
+    /// Set when this plan completes the restore.
+    pub completed: bool,
+}
+
+fn secs_between(a: &Time, b: &Time) -> u64 {
+    let d = b.0.as_second() - a.0.as_second();
+    u64::try_from(d).unwrap_or(0)
+}
+
+impl Plan {
+    fn fail(&mut self, now: &Time, condition: &str, message: String) {
+        let st = &mut self.status;
+        st.phase = Some(RestorePhase::Failed);
+        st.completion_timestamp = Some(now.clone());
+        if let Some(start) = &st.start_timestamp {
+            st.duration = Some(duration::format(Duration::from_secs(secs_between(start, now))));
+        }
+        conditions::set(&mut st.conditions, condition, "False", "Failed", &message, None, now);
+        self.failed = Some(message);
+    }
+}
+
+fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAction {
+    let (status, message) = if job.succeeded {
+        (RestoreActionStatus::Completed, format!("Job/{} completed", job.name))
+    } else if let Some(f) = &job.failed {
+        (RestoreActionStatus::Failed, f.clone())
+    } else if let Some(s) = &job.stuck {
+        (RestoreActionStatus::Processing, s.message.clone())
+    } else {
+        (RestoreActionStatus::Processing, format!("Job/{} is processing", job.name))
+    };
+    RestoreStatusAction {
+        name: name.to_owned(),
+        backup_name: Some(backup.to_owned()),
+        object_key: format!("Job/{}", job.name),
+        status,
+        message: Some(message),
+        start_time: Some(job.started.clone().unwrap_or_else(|| now.clone())),
+        end_time: job.finished.clone(),
+    }
+}
+
+/// Decides the next step of a component's restore.
+pub fn plan(input: &Input<'_>) -> Plan {
+    let now = &input.now;
+    let mut p = Plan {
+        status: input.status.clone(),
+        ..Default::default()
+    };
+    match p.status.phase {
+        Some(RestorePhase::Completed) => {
+            p.workload_allowed = true;
+            p.open_gates = true;
+            return p;
+        }
+        // Terminal: nothing more is created, and what exists is kept for its logs.
+        Some(RestorePhase::Failed) | Some(RestorePhase::AsDataSource) => {
+            p.workload_allowed = input.workload_exists;
+            return p;
+        }
+        Some(RestorePhase::Running) => {}
+        None => {
+            if let Err(msg) = &input.precondition {
+                p.status.start_timestamp = Some(now.clone());
+                p.fail(now, VALIDATION_PASSED, msg.clone());
+                return p;
+            }
+            p.status.phase = Some(RestorePhase::Running);
+            p.status.start_timestamp = Some(now.clone());
+            let st = &mut p.status.conditions;
+            conditions::set(st, VALIDATION_PASSED, "True", "Validated", "the Backup, its repo and the Cluster fit", None, now);
+            conditions::set(st, CHECK_BACKUP_REPO, "True", "Ready", "the backup repo is Ready", None, now);
+        }
+    }
+    let started = p.status.start_timestamp.clone().unwrap_or_else(|| now.clone());
+    let backup = input.req.backup_name.as_str();
+
+    // --- prepareData ---
+    let prepared = conditions::get(&p.status.conditions, PREPARE_DATA)
+        .filter(|c| c.status == "True")
+        .map(|c| c.last_transition_time.clone());
+    let prepared = match prepared {
+        Some(at) => at,
+        None => {
+            let mut actions = Vec::new();
+            let mut all_done = true;
+            let mut first_stuck: Option<String> = None;
+            let mut earlier_done = true;
+            for ord in 0..input.replicas {
+                let i = usize::try_from(ord).unwrap_or(0);
+                let pvc = input.pvcs.get(i).cloned().unwrap_or_default();
+                let job = input.prepare_jobs.get(i).cloned().flatten();
+                let may_start =
+                    input.req.policy == VolumeClaimRestorePolicy::Parallel || earlier_done;
+                match (&job, pvc.exists, pvc.deleting) {
+                    (Some(j), _, true) if !j.succeeded => {
+                        p.fail(now, PREPARE_DATA, format!(
+                            "PersistentVolumeClaim {} is being deleted while prepareData Job/{} still needs it",
+                            pvc.name, j.name
+                        ));
+                        return p;
+                    }
+                    (Some(j), false, _) if !j.succeeded => {
+                        p.fail(now, PREPARE_DATA, format!(
+                            "PersistentVolumeClaim {} disappeared while prepareData Job/{} still needs it",
+                            pvc.name, j.name
+                        ));
+                        return p;
+                    }
+                    (None, _, true) => {
+                        p.fail(now, PREPARE_DATA, format!(
+                            "PersistentVolumeClaim {} is being deleted; it cannot receive restored data",
+                            pvc.name
+                        ));
+                        return p;
+                    }
+                    (None, false, _) if may_start => p.create_pvcs.push(ord),
+                    (None, true, _) if may_start => p.create_prepare_jobs.push(ord),
+                    _ => {}
+                }
+                match &job {
+                    Some(j) => {
+                        if let Some(f) = &j.failed {
+                            p.fail(now, PREPARE_DATA, format!("prepareData Job/{} failed: {f}", j.name));
+                            return p;
+                        }
+                        if let Some(s) = &j.stuck {
+                            if s.terminal {
+                                p.fail(now, PREPARE_DATA, format!("prepareData Job/{}: {}", j.name, s.message));
+                                return p;
+                            }
+                            first_stuck.get_or_insert_with(|| s.message.clone());
+                        }
+                        if !j.succeeded {
+                            all_done = false;
+                            earlier_done = false;
+                        }
+                        actions.push(action(&format!("prepareData-{ord}"), backup, j, now));
+                    }
+                    None => {
+                        all_done = false;
+                        earlier_done = false;
+                    }
+                }
+            }
+            p.status.actions.get_or_insert_with(RestoreStatusActions::default).prepare_data = actions;
+            if !all_done {
+                let limit = input.req.prepare_data_deadline;
+                if secs_between(&started, now) > limit.as_secs() {
+                    let why = first_stuck.unwrap_or_else(|| "its Jobs are still running".into());
+                    p.fail(now, PREPARE_DATA, format!(
+                        "prepareData did not finish within its deadline of {}: {why}",
+                        duration::format(limit)
+                    ));
+                    return p;
+                }
+                let msg = first_stuck.unwrap_or_else(|| "writing the backup into the data volumes".into());
+                conditions::set(&mut p.status.conditions, PREPARE_DATA, "False", "Processing", &msg, None, now);
+                return p;
+            }
+            conditions::set(
+                &mut p.status.conditions,
+                PREPARE_DATA,
+                "True",
+                "Completed",
+                "every data volume holds the backup, checked against its checksums",
+                None,
+                now,
+            );
+            now.clone()
+        }
+    };
+
+    // --- postReady ---
+    p.workload_allowed = true;
+    let limit = input.req.post_ready_deadline;
+    let over = secs_between(&prepared, now) > limit.as_secs();
+    if let Some(j) = &input.verify_job {
+        let mut a = action("postReady-verify", backup, j, now);
+        if let Some(out) = &j.output {
+            if let Ok(v) = serde_json::from_str::<RestoreVerification>(out) {
+                p.status.verification = Some(v);
+            }
+        }
+        if j.succeeded {
+            a.message = Some("the live dataset matches the backup's manifest".into());
+        }
+        p.status.actions.get_or_insert_with(RestoreStatusActions::default).post_ready = vec![a];
+        if j.succeeded {
+            let st = &mut p.status;
+            st.phase = Some(RestorePhase::Completed);
+            st.completion_timestamp = Some(now.clone());
+            st.duration = Some(duration::format(Duration::from_secs(secs_between(&started, now))));
+            conditions::set(&mut st.conditions, POST_READY, "True", "Verified", "the live dataset matches the backup's manifest", None, now);
+            p.open_gates = true;
+            p.completed = true;
+            return p;
+        }
+        if let Some(f) = &j.failed {
+            p.fail(now, POST_READY, format!("verification Job/{} failed: {f}", j.name));
+            return p;
+        }
+        if let Some(s) = j.stuck.as_ref().filter(|s| s.terminal) {
+            p.fail(now, POST_READY, format!("verification Job/{}: {}", j.name, s.message));
+            return p;
+        }
+        if over {
+            let why = j.stuck.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| format!("Job/{} is still running", j.name));
+            p.fail(now, POST_READY, format!("postReady did not finish within its deadline of {}: {why}", duration::format(limit)));
+            return p;
+        }
+        conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", "verifying the live dataset against the backup's manifest", None, now);
+        return p;
+    }
+    if let Some(s) = input.pods.iter().filter_map(|pod| pod.stuck.as_ref()).find(|s| s.terminal) {
+        p.fail(now, POST_READY, s.message.clone());
+        return p;
+    }
+    let ready = input.pods.iter().filter(|pod| pod.containers_ready).count();
+    let want = usize::try_from(input.replicas).unwrap_or(0);
+    if input.workload_exists && ready >= want && want > 0 {
+        p.create_verify_job = true;
+        conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", "starting verification of the live dataset", None, now);
+        return p;
+    }
+    let waiting = input
+        .pods
+        .iter()
+        .find_map(|pod| pod.stuck.as_ref().map(|s| s.message.clone()))
+        .unwrap_or_else(|| format!("{ready} of {want} database pods have started on the restored data"));
+    if over {
+        p.fail(now, POST_READY, format!("postReady did not finish within its deadline of {}: {waiting}", duration::format(limit)));
+        return p;
+    }
+    conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", &waiting, None, now);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(s: i64) -> Time {
+        Time(Timestamp::from_second(1_800_000_000 + s).expect("time"))
+    }
+
+    fn req(policy: VolumeClaimRestorePolicy) -> ComponentRestore {
+        ComponentRestore {
+            component: "falkordb".into(),
+            backup_name: "b".into(),
+            backup_namespace: "demo".into(),
+            policy,
+            env: vec![],
+            prepare_data_deadline: Duration::from_secs(600),
+            post_ready_deadline: Duration::from_secs(300),
+        }
+    }
+
+    fn pvc(i: i32, exists: bool) -> PvcObs {
+        PvcObs { name: format!("data-fdb-falkordb-{i}"), exists, deleting: false }
+    }
+
+    fn job(i: i32, succeeded: bool) -> Option<JobObs> {
+        Some(JobObs { name: format!("fdb-falkordb-prepare-{i}"), succeeded, started: Some(at(1)), finished: succeeded.then(|| at(5)), ..Default::default() })
+    }
+
+    fn input<'a>(r: &'a ComponentRestore, now: i64) -> Input<'a> {
+        Input {
+            now: at(now),
+            req: r,
+            replicas: 2,
+            precondition: Ok(()),
+            status: RestoreStatus::default(),
+            pvcs: vec![pvc(0, false), pvc(1, false)],
+            prepare_jobs: vec![None, None],
+            workload_exists: false,
+            pods: vec![],
+            verify_job: None,
+        }
+    }
+
+    /// Feeds each plan's status into the next step, as the controller does.
+    fn step(mut i: Input<'_>, prev: &Plan) -> Plan {
+        i.status = prev.status.clone();
+        plan(&i)
+    }
+
+    #[test]
+    fn precondition_failure_is_terminal_and_creates_nothing() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let mut i = input(&r, 0);
+        i.precondition = Err("Backup demo/b does not exist".into());
+        let p = plan(&i);
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        assert_eq!(p.failed.as_deref(), Some("Backup demo/b does not exist"));
+        assert!(p.create_pvcs.is_empty() && p.create_prepare_jobs.is_empty());
+        assert!(!p.workload_allowed);
+        // And it stays failed even if the Backup appears later.
+        let mut again = input(&r, 10);
+        again.status = p.status.clone();
+        let p2 = plan(&again);
+        assert_eq!(p2.status.phase, Some(RestorePhase::Failed));
+        assert!(p2.create_pvcs.is_empty());
+    }
+
+    #[test]
+    fn parallel_restore_happy_path_gates_workload_until_verified() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        assert_eq!(p1.create_pvcs, vec![0, 1]);
+        assert!(!p1.workload_allowed, "no workload before data");
+
+        let mut i = input(&r, 2);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        let p2 = step(i, &p1);
+        assert_eq!(p2.create_prepare_jobs, vec![0, 1]);
+        assert!(!p2.workload_allowed);
+
+        let mut i = input(&r, 3);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, false)];
+        let p3 = step(i, &p2);
+        assert!(!p3.workload_allowed, "one volume is still being written");
+        assert!(p3.create_prepare_jobs.is_empty());
+
+        let mut i = input(&r, 10);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        let p4 = step(i, &p3);
+        assert!(p4.workload_allowed);
+        assert!(!p4.open_gates, "gates stay shut until verification");
+        assert!(!p4.create_verify_job, "pods are not up yet");
+
+        let mut i = input(&r, 20);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        i.workload_exists = true;
+        i.pods = vec![
+            PodObs { name: "fdb-falkordb-0".into(), containers_ready: true, stuck: None },
+            PodObs { name: "fdb-falkordb-1".into(), containers_ready: true, stuck: None },
+        ];
+        let p5 = step(i.clone(), &p4);
+        assert!(p5.create_verify_job);
+        assert!(!p5.open_gates);
+        assert_eq!(p5.status.phase, Some(RestorePhase::Running));
+
+        i.now = at(30);
+        i.verify_job = Some(JobObs { name: "fdb-falkordb-verify".into(), succeeded: true, ..Default::default() });
+        let p6 = step(i, &p5);
+        assert!(p6.open_gates && p6.completed);
+        assert_eq!(p6.status.phase, Some(RestorePhase::Completed));
+        assert_eq!(p6.status.duration.as_deref(), Some("30s"));
+        let prep = &p6.status.actions.as_ref().expect("actions").prepare_data;
+        assert_eq!(prep.len(), 2);
+        assert!(prep.iter().all(|a| a.status == RestoreActionStatus::Completed));
+    }
+
+    #[test]
+    fn serial_restore_writes_one_volume_at_a_time() {
+        let r = req(VolumeClaimRestorePolicy::Serial);
+        let p1 = plan(&input(&r, 0));
+        assert_eq!(p1.create_pvcs, vec![0]);
+        let mut i = input(&r, 1);
+        i.pvcs = vec![pvc(0, true), pvc(1, false)];
+        let p2 = step(i, &p1);
+        assert_eq!(p2.create_prepare_jobs, vec![0]);
+        assert!(p2.create_pvcs.is_empty());
+        let mut i = input(&r, 2);
+        i.pvcs = vec![pvc(0, true), pvc(1, false)];
+        i.prepare_jobs = vec![job(0, true), None];
+        let p3 = step(i, &p2);
+        assert_eq!(p3.create_pvcs, vec![1]);
+    }
+
+    #[test]
+    fn pvc_deleted_under_a_running_job_fails_at_once() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut i = input(&r, 5);
+        i.pvcs = vec![PvcObs { name: "data-fdb-falkordb-0".into(), exists: true, deleting: true }, pvc(1, true)];
+        i.prepare_jobs = vec![job(0, false), job(1, false)];
+        let p = step(i, &p1);
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        let msg = p.failed.expect("failed");
+        assert!(msg.contains("data-fdb-falkordb-0") && msg.contains("being deleted"), "{msg}");
+        assert!(!p.workload_allowed);
+    }
+
+    #[test]
+    fn stuck_job_fails_at_the_deadline_quoting_the_scheduler() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let stuck = Stuck { terminal: false, message: "pod x cannot be scheduled: 0/1 nodes are available".into() };
+        let mut j = job(0, false);
+        if let Some(j) = j.as_mut() { j.stuck = Some(stuck); }
+        let mut i = input(&r, 100);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![j.clone(), job(1, true)];
+        let p2 = step(i.clone(), &p1);
+        assert_eq!(p2.status.phase, Some(RestorePhase::Running), "before the deadline it waits");
+        i.now = at(601);
+        let p3 = step(i, &p2);
+        assert_eq!(p3.status.phase, Some(RestorePhase::Failed));
+        let msg = p3.failed.expect("failed");
+        assert!(msg.contains("within its deadline of 10m0s") && msg.contains("0/1 nodes"), "{msg}");
+    }
+
+    #[test]
+    fn failed_job_and_failed_verification_are_terminal() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut j = job(0, false);
+        if let Some(j) = j.as_mut() { j.failed = Some("BackoffLimitExceeded: checksum mismatch".into()); }
+        let mut i = input(&r, 5);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![j, job(1, true)];
+        let p = step(i, &p1);
+        assert!(p.failed.as_deref().unwrap_or_default().contains("checksum mismatch"));
+
+        let mut i = input(&r, 20);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        i.workload_exists = true;
+        i.verify_job = Some(JobObs { name: "v".into(), failed: Some("mismatch: db0 expected 10 keys, found 0".into()), ..Default::default() });
+        let p = step(i, &p1);
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        assert!(!p.open_gates);
+        assert!(p.failed.as_deref().unwrap_or_default().contains("expected 10 keys"));
+    }
+
+    #[test]
+    fn post_ready_deadline_runs_from_the_end_of_prepare_data() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut i = input(&r, 500);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        let p2 = step(i.clone(), &p1);
+        assert!(p2.workload_allowed);
+        i.workload_exists = true;
+        i.pods = vec![PodObs { name: "fdb-falkordb-0".into(), containers_ready: false, stuck: None }];
+        i.now = at(700);
+        let p3 = step(i.clone(), &p2);
+        assert_eq!(p3.status.phase, Some(RestorePhase::Running));
+        i.now = at(801);
+        let p4 = step(i, &p3);
+        assert_eq!(p4.status.phase, Some(RestorePhase::Failed));
+        assert!(p4.failed.as_deref().unwrap_or_default().contains("0 of 2 database pods"), "{:?}", p4.failed);
+    }
+}
