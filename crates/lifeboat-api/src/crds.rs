@@ -31,7 +31,14 @@ pub fn rendered() -> Result<Vec<(String, String)>, serde_yaml::Error> {
 
 /// The `openAPIV3Schema` of a CRD as JSON, for validating manifests against it.
 pub fn schema_of(crd: &CustomResourceDefinition) -> Option<serde_json::Value> {
-    let schema = crd.spec.versions.first()?.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+    let schema = crd
+        .spec
+        .versions
+        .first()?
+        .schema
+        .as_ref()?
+        .open_api_v3_schema
+        .as_ref()?;
     serde_json::to_value(schema).ok()
 }
 

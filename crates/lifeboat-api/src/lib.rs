@@ -8,6 +8,9 @@
 //!
 //! The rustdoc on each field becomes its description in the generated CRD.
 
+// kube-derive takes one `printcolumn(...)` per column, which this lint mistakes for repeats.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod apps;
 pub mod conditions;
 pub mod crds;

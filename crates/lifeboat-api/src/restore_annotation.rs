@@ -38,7 +38,9 @@ pub struct ComponentRestoreRequest {
 /// Why an annotation value is unusable. Each message names the annotation and the field.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AnnotationError {
-    #[error("annotation {RESTORE_FROM_BACKUP} is not valid JSON of the form {{\"<component>\": {{\"name\": \"<backup>\", ...}}}}: {0}")]
+    #[error(
+        "annotation {RESTORE_FROM_BACKUP} is not valid JSON of the form {{\"<component>\": {{\"name\": \"<backup>\", ...}}}}: {0}"
+    )]
     Malformed(String),
     #[error("annotation {RESTORE_FROM_BACKUP} names no component")]
     Empty,
@@ -87,7 +89,10 @@ mod tests {
         let r = &m["falkordb"];
         assert_eq!(r.name, "fdb-backup-datafile");
         assert_eq!(r.namespace.as_deref(), Some("demo"));
-        assert_eq!(r.volume_restore_policy, Some(VolumeClaimRestorePolicy::Parallel));
+        assert_eq!(
+            r.volume_restore_policy,
+            Some(VolumeClaimRestorePolicy::Parallel)
+        );
     }
 
     #[test]

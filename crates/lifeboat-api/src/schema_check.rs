@@ -104,7 +104,10 @@ fn structural(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation
     }
     if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
         if !(value.is_string() || value.is_i64() || value.is_u64()) {
-            bad(format!("must be an integer or a string, not {}", type_name(value)));
+            bad(format!(
+                "must be an integer or a string, not {}",
+                type_name(value)
+            ));
         }
         return;
     }
@@ -147,12 +150,14 @@ fn structural(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation
             }
         }
         Value::Number(n) => {
-            if let (Some(min), Some(x)) = (schema.get("minimum").and_then(Value::as_f64), n.as_f64())
+            if let (Some(min), Some(x)) =
+                (schema.get("minimum").and_then(Value::as_f64), n.as_f64())
                 && x < min
             {
                 bad(format!("must be greater than or equal to {min}"));
             }
-            if let (Some(max), Some(x)) = (schema.get("maximum").and_then(Value::as_f64), n.as_f64())
+            if let (Some(max), Some(x)) =
+                (schema.get("maximum").and_then(Value::as_f64), n.as_f64())
                 && x > max
             {
                 bad(format!("must be less than or equal to {max}"));
@@ -179,7 +184,8 @@ fn structural(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
-            let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            let preserve =
+                schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
             let opaque = properties.is_none() && additional.is_none();
             if let Some(required) = schema.get("required").and_then(Value::as_array) {
                 for r in required.iter().filter_map(Value::as_str) {

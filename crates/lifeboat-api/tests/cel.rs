@@ -5,7 +5,10 @@ use lifeboat_api::schema_check::check;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/field-report/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/field-report/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     serde_yaml::from_str(&text).expect("fixture is YAML")
 }
@@ -32,7 +35,10 @@ fn changing_spec_restore_is_rejected_on_update() {
     let mut new = old.clone();
     new["spec"]["restore"]["source"]["name"] = json!("another-backup");
     let m = messages(&new, Some(&old));
-    assert!(m.iter().any(|m| m.contains("spec.restore is immutable")), "{m:?}");
+    assert!(
+        m.iter().any(|m| m.contains("spec.restore is immutable")),
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -46,7 +52,8 @@ fn adding_spec_restore_to_an_existing_cluster_is_rejected() {
     new["spec"]["restore"] = restore;
     let m = messages(&new, Some(&old));
     assert!(
-        m.iter().any(|m| m.contains("can only be set when the Cluster is created")),
+        m.iter()
+            .any(|m| m.contains("can only be set when the Cluster is created")),
         "{m:?}"
     );
     // And creating a Cluster with it is fine.
@@ -59,7 +66,10 @@ fn removing_spec_restore_is_rejected() {
     let mut new = old.clone();
     new["spec"].as_object_mut().map(|s| s.remove("restore"));
     let m = messages(&new, Some(&old));
-    assert!(m.iter().any(|m| m.contains("cannot be removed once set")), "{m:?}");
+    assert!(
+        m.iter().any(|m| m.contains("cannot be removed once set")),
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -68,11 +78,17 @@ fn cluster_def_and_topology_are_immutable() {
     let mut new = old.clone();
     new["spec"]["clusterDef"] = json!("redis");
     let m = messages(&new, Some(&old));
-    assert!(m.iter().any(|m| m.contains("spec.clusterDef is immutable")), "{m:?}");
+    assert!(
+        m.iter().any(|m| m.contains("spec.clusterDef is immutable")),
+        "{m:?}"
+    );
     let mut new = old.clone();
     new["spec"]["topology"] = json!("standalone");
     let m = messages(&new, Some(&old));
-    assert!(m.iter().any(|m| m.contains("spec.topology is immutable")), "{m:?}");
+    assert!(
+        m.iter().any(|m| m.contains("spec.topology is immutable")),
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -81,7 +97,11 @@ fn backup_method_and_policy_are_immutable() {
     let mut new = old.clone();
     new["spec"]["backupMethod"] = json!("volume-snapshot");
     let m = messages(&new, Some(&old));
-    assert!(m.iter().any(|m| m.contains("spec.backupMethod is immutable")), "{m:?}");
+    assert!(
+        m.iter()
+            .any(|m| m.contains("spec.backupMethod is immutable")),
+        "{m:?}"
+    );
     let mut new = old.clone();
     new["spec"]["deletionPolicy"] = json!("Retain");
     assert_eq!(messages(&new, Some(&old)), Vec::<String>::new());
@@ -99,7 +119,11 @@ fn backup_repo_provider_is_checked() {
     };
     assert_eq!(messages(&repo("minio"), None), Vec::<String>::new());
     let m = messages(&repo("ftp"), None);
-    assert!(m.iter().any(|m| m.contains("must be one of s3, minio, pvc")), "{m:?}");
+    assert!(
+        m.iter()
+            .any(|m| m.contains("must be one of s3, minio, pvc")),
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -117,8 +141,15 @@ fn backup_policy_needs_exactly_one_target_form() {
     assert_eq!(messages(&ok, None), Vec::<String>::new());
     let neither = policy(json!({"backupMethods": methods}));
     let m = messages(&neither, None);
-    assert!(m.iter().any(|m| m.contains("exactly one of spec.target")), "{m:?}");
+    assert!(
+        m.iter().any(|m| m.contains("exactly one of spec.target")),
+        "{m:?}"
+    );
     let dup = policy(json!({"target": {}, "backupMethods": [{"name": "a"}, {"name": "a"}]}));
     let m = messages(&dup, None);
-    assert!(m.iter().any(|m| m.contains("backupMethods[].name must be unique")), "{m:?}");
+    assert!(
+        m.iter()
+            .any(|m| m.contains("backupMethods[].name must be unique")),
+        "{m:?}"
+    );
 }

@@ -8,7 +8,10 @@ use lifeboat_api::{Backup, Cluster, restore_annotation};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/field-report/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/field-report/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
 }
 
@@ -23,7 +26,9 @@ fn violations(v: &Value) -> Vec<Violation> {
 fn assert_rejected(v: &Value, field: &str, needle: &str) {
     let found = violations(v);
     assert!(
-        found.iter().any(|x| x.field == field && x.message.contains(needle)),
+        found
+            .iter()
+            .any(|x| x.field == field && x.message.contains(needle)),
         "expected a violation on {field} containing {needle:?}; got {found:?}"
     );
 }
@@ -73,7 +78,10 @@ fn backup_deserializes_and_passes_schema() {
 fn typed_round_trip_keeps_every_field() {
     // Serializing the typed object must give back what the user wrote, so that nothing in a
     // KubeBlocks manifest is silently dropped by Lifeboat's types.
-    for name in ["cluster-restore-annotation.yaml", "cluster-spec-restore.yaml"] {
+    for name in [
+        "cluster-restore-annotation.yaml",
+        "cluster-spec-restore.yaml",
+    ] {
         let yaml = fixture(name);
         let typed: Cluster = serde_yaml::from_str(&yaml).expect("typed");
         let back = serde_json::to_value(&typed).expect("serializes");
@@ -81,7 +89,10 @@ fn typed_round_trip_keeps_every_field() {
     }
     let yaml = fixture("backup.yaml");
     let typed: Backup = serde_yaml::from_str(&yaml).expect("typed");
-    assert_eq!(serde_json::to_value(&typed).expect("serializes"), as_json(&yaml));
+    assert_eq!(
+        serde_json::to_value(&typed).expect("serializes"),
+        as_json(&yaml)
+    );
 }
 
 #[test]
@@ -109,7 +120,10 @@ fn unknown_termination_policy_is_rejected_by_name() {
     assert_rejected(&v, "spec.terminationPolicy", "unsupported value \"Halt\"");
     // The typed layer agrees, and says which values it accepts.
     let e = serde_json::from_value::<Cluster>(v).expect_err("bad enum");
-    assert!(e.to_string().contains("Halt") && e.to_string().contains("WipeOut"), "{e}");
+    assert!(
+        e.to_string().contains("Halt") && e.to_string().contains("WipeOut"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -123,7 +137,9 @@ fn wrong_enums_elsewhere_are_rejected_by_name() {
         json!({"dataprotection.kubeblocks.io/volume-restore-policy": "Sometimes"});
     let found = violations(&v);
     assert!(
-        found.iter().any(|x| x.message.contains("must be Parallel or Serial")),
+        found
+            .iter()
+            .any(|x| x.message.contains("must be Parallel or Serial")),
         "{found:?}"
     );
 }
@@ -134,7 +150,9 @@ fn duplicate_component_names_are_rejected_by_name() {
     v["spec"]["componentSpecs"][1]["name"] = json!("falkordb");
     let found = violations(&v);
     assert!(
-        found.iter().any(|x| x.message.contains("spec.componentSpecs[].name must be unique")),
+        found.iter().any(|x| x
+            .message
+            .contains("spec.componentSpecs[].name must be unique")),
         "{found:?}"
     );
 }
@@ -143,11 +161,19 @@ fn duplicate_component_names_are_rejected_by_name() {
 fn wrong_types_and_bounds_are_rejected_by_name() {
     let mut v = as_json(&fixture("cluster-spec-restore.yaml"));
     v["spec"]["componentSpecs"][0]["replicas"] = json!("two");
-    assert_rejected(&v, "spec.componentSpecs[0].replicas", "must be of type integer");
+    assert_rejected(
+        &v,
+        "spec.componentSpecs[0].replicas",
+        "must be of type integer",
+    );
 
     let mut v = as_json(&fixture("cluster-spec-restore.yaml"));
     v["spec"]["componentSpecs"][0]["replicas"] = json!(-1);
-    assert_rejected(&v, "spec.componentSpecs[0].replicas", "greater than or equal to 0");
+    assert_rejected(
+        &v,
+        "spec.componentSpecs[0].replicas",
+        "greater than or equal to 0",
+    );
 
     let mut v = as_json(&fixture("cluster-spec-restore.yaml"));
     v["spec"]["componentSpecs"][0]["name"] = json!("a-component-name-far-too-long");
@@ -164,7 +190,9 @@ fn restore_source_must_be_a_backup() {
     v["spec"]["restore"]["source"]["kind"] = json!("Snapshot");
     let found = violations(&v);
     assert!(
-        found.iter().any(|x| x.message.contains("must reference a Backup")),
+        found
+            .iter()
+            .any(|x| x.message.contains("must reference a Backup")),
         "{found:?}"
     );
 }

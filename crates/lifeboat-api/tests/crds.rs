@@ -12,7 +12,9 @@ fn crd_dir() -> PathBuf {
 #[test]
 fn checked_in_yaml_matches_the_types() {
     let rendered = crds::rendered().expect("renders");
-    let stale = crds::stale_files(&rendered, |f| std::fs::read_to_string(crd_dir().join(f)).ok());
+    let stale = crds::stale_files(&rendered, |f| {
+        std::fs::read_to_string(crd_dir().join(f)).ok()
+    });
     assert!(
         stale.is_empty(),
         "deploy/crds is stale for {stale:?}: run `cargo xtask crdgen` and commit the result"
@@ -52,10 +54,18 @@ fn drift_check_catches_a_field_added_without_regenerating() {
         .collect();
     let header_free: Vec<(String, String)> = on_disk
         .iter()
-        .map(|(f, y)| (f.clone(), y.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n"))
+        .map(|(f, y)| {
+            (
+                f.clone(),
+                y.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+            )
+        })
         .collect();
     let stale = crds::stale_files(&rendered, |f| {
-        header_free.iter().find(|(n, _)| n == f).map(|(_, y)| y.clone())
+        header_free
+            .iter()
+            .find(|(n, _)| n == f)
+            .map(|(_, y)| y.clone())
     });
     assert_eq!(stale, vec!["apps.kubeblocks.io_clusters.yaml".to_string()]);
 }
@@ -103,10 +113,30 @@ fn groups_versions_and_scopes_match_kubeblocks() {
         .collect();
     let want = [
         ("apps.kubeblocks.io", "v1", "Cluster", "Namespaced"),
-        ("dataprotection.kubeblocks.io", "v1alpha1", "Backup", "Namespaced"),
-        ("dataprotection.kubeblocks.io", "v1alpha1", "BackupPolicy", "Namespaced"),
-        ("dataprotection.kubeblocks.io", "v1alpha1", "BackupRepo", "Cluster"),
-        ("dataprotection.kubeblocks.io", "v1alpha1", "Restore", "Namespaced"),
+        (
+            "dataprotection.kubeblocks.io",
+            "v1alpha1",
+            "Backup",
+            "Namespaced",
+        ),
+        (
+            "dataprotection.kubeblocks.io",
+            "v1alpha1",
+            "BackupPolicy",
+            "Namespaced",
+        ),
+        (
+            "dataprotection.kubeblocks.io",
+            "v1alpha1",
+            "BackupRepo",
+            "Cluster",
+        ),
+        (
+            "dataprotection.kubeblocks.io",
+            "v1alpha1",
+            "Restore",
+            "Namespaced",
+        ),
     ];
     let want: Vec<(String, String, String, String)> = want
         .iter()

@@ -30,7 +30,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             mover_image: "localhost/lifeboat/mover:0.1.0".into(),
-            database_image: "localhost/lifeboat/falkordb:0.1.0".into(),
+            database_image: "localhost/lifeboat/falkordb:4.16.3".into(),
             cluster_domain: "cluster.local".into(),
             prepare_data_deadline: Duration::from_secs(15 * 60),
             post_ready_deadline: Duration::from_secs(10 * 60),
@@ -66,8 +66,14 @@ impl Context {
 
     /// Publishes an event on `obj`. Events are best effort: failing to publish one is logged and
     /// never fails a reconcile.
-    pub async fn event<K>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String)
-    where
+    pub async fn event<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) where
         K: Resource<DynamicType = ()>,
     {
         let ev = Event {

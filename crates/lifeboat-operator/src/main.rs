@@ -19,7 +19,11 @@ use lifeboat_operator::{backup, cluster, duration, repo, telemetry};
 use tokio::sync::watch;
 
 #[derive(Parser, Debug)]
-#[command(name = "lifeboat-operator", version, about = "Runs FalkorDB and Redis clusters with verified restores")]
+#[command(
+    name = "lifeboat-operator",
+    version,
+    about = "Runs FalkorDB and Redis clusters with verified restores"
+)]
 struct Args {
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "LIFEBOAT_METRICS_ADDR", default_value = "0.0.0.0:8080")]
@@ -28,10 +32,18 @@ struct Args {
     #[arg(long, env = "LIFEBOAT_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
     /// The image of restore, backup and verify Jobs.
-    #[arg(long, env = "LIFEBOAT_MOVER_IMAGE", default_value = "localhost/lifeboat/mover:0.1.0")]
+    #[arg(
+        long,
+        env = "LIFEBOAT_MOVER_IMAGE",
+        default_value = "localhost/lifeboat/mover:0.1.0"
+    )]
     mover_image: String,
     /// The database image.
-    #[arg(long, env = "LIFEBOAT_FALKORDB_IMAGE", default_value = "localhost/lifeboat/falkordb:0.1.0")]
+    #[arg(
+        long,
+        env = "LIFEBOAT_FALKORDB_IMAGE",
+        default_value = "localhost/lifeboat/falkordb:4.16.3"
+    )]
     database_image: String,
     /// The cluster's DNS domain.
     #[arg(long, env = "LIFEBOAT_CLUSTER_DOMAIN", default_value = "cluster.local")]
@@ -46,7 +58,11 @@ struct Args {
     #[arg(long, env = "LIFEBOAT_POD_NAME", default_value = "lifeboat-operator")]
     pod_name: String,
     /// The namespace holding the leader Lease.
-    #[arg(long, env = "LIFEBOAT_POD_NAMESPACE", default_value = "lifeboat-system")]
+    #[arg(
+        long,
+        env = "LIFEBOAT_POD_NAMESPACE",
+        default_value = "lifeboat-system"
+    )]
     lease_namespace: String,
     /// `json` or `text`.
     #[arg(long, env = "LIFEBOAT_LOG_FORMAT", default_value = "text")]
@@ -122,18 +138,28 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let client = kube::Client::try_default().await.map_err(|e| format!("connecting to the API server: {e}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("connecting to the API server: {e}"))?;
     let metrics = Arc::new(Metrics::default());
     let (ready_tx, ready_rx) = watch::channel(false);
-    let health = Health { metrics: metrics.clone(), ready: ready_rx };
+    let health = Health {
+        metrics: metrics.clone(),
+        ready: ready_rx,
+    };
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready_handler))
         .with_state(health);
-    let listener = tokio::net::TcpListener::bind(args.metrics_addr).await.map_err(|e| format!("binding {}: {e}", args.metrics_addr))?;
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|e| format!("binding {}: {e}", args.metrics_addr))?;
     let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+        {
             tracing::error!(error = %e, "metrics server failed");
         }
     });
@@ -172,8 +198,16 @@ async fn run(args: Args) -> Result<(), String> {
         post_ready_deadline: args.post_ready_deadline,
         ..Config::default()
     };
-    let reporter = Reporter { controller: "lifeboat-operator".into(), instance: Some(args.pod_name.clone()) };
-    let ctx = Arc::new(Context::new(client.clone(), reporter, metrics.clone(), config));
+    let reporter = Reporter {
+        controller: "lifeboat-operator".into(),
+        instance: Some(args.pod_name.clone()),
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        reporter,
+        metrics.clone(),
+        config,
+    ));
 
     // Losing the lease stops the controllers: a replica that is no longer leader must not write.
     let (stop_tx, stop_rx) = watch::channel(false);

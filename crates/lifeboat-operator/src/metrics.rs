@@ -48,7 +48,11 @@ impl Default for Metrics {
         let backups = Family::<OutcomeLabels, Counter>::default();
         let leader = Gauge::default();
         registry.register("reconciles", "Reconciles run", reconciles.clone());
-        registry.register("reconcile_failures", "Reconciles that failed", failures.clone());
+        registry.register(
+            "reconcile_failures",
+            "Reconciles that failed",
+            failures.clone(),
+        );
         registry.register(
             "reconcile_duration_seconds",
             "How long reconciles took",
@@ -56,7 +60,11 @@ impl Default for Metrics {
         );
         registry.register("restores", "Restores by terminal outcome", restores.clone());
         registry.register("backups", "Backups by terminal outcome", backups.clone());
-        registry.register("leader", "1 while this replica holds the lease", leader.clone());
+        registry.register(
+            "leader",
+            "1 while this replica holds the lease",
+            leader.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,

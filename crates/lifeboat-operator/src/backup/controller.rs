@@ -36,9 +36,16 @@ use crate::{duration, kubeapi, naming, repo};
 const CONTROLLER: &str = "backup";
 
 /// Runs the Backup controller until `shutdown` resolves.
-pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let api: Api<DeserializeGuard<Backup>> = Api::all(ctx.client.clone());
-    let jobs = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
+    let jobs = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE
+    ));
     Controller::new(api, watcher::Config::default())
         .owns(Api::<Job>::all(ctx.client.clone()), jobs)
         .graceful_shutdown_on(shutdown)
@@ -70,7 +77,10 @@ fn now() -> Time {
 async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -> Result<()> {
     let name = b.name_any();
     let ns = b.namespace().unwrap_or_default();
-    let v = serde_json::to_value(st).map_err(|source| Error::Serialize { object: format!("status of Backup {ns}/{name}"), source })?;
+    let v = serde_json::to_value(st).map_err(|source| Error::Serialize {
+        object: format!("status of Backup {ns}/{name}"),
+        source,
+    })?;
     kubeapi::apply_status::<Backup>(&ctx.client, &name, &ns, v).await
 }
 
@@ -80,7 +90,8 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     st.completion_timestamp = Some(now());
     write_status(ctx, b, &st).await?;
     Metrics::outcome(&ctx.metrics.backups, "failed");
-    ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason).await;
+    ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason)
+        .await;
     Ok(Action::await_change())
 }
 
@@ -120,57 +131,153 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         Some(BackupPhase::New) | None => {}
     }
     let policy_name = &b.spec.backup_policy_name;
-    let Some(policy) = kubeapi::get_opt::<BackupPolicy>(&ctx.client, &ns, policy_name).await? else {
-        return fail(ctx, b, st, format!("BackupPolicy {ns}/{policy_name} does not exist")).await;
+    let Some(policy) = kubeapi::get_opt::<BackupPolicy>(&ctx.client, &ns, policy_name).await?
+    else {
+        return fail(
+            ctx,
+            b,
+            st,
+            format!("BackupPolicy {ns}/{policy_name} does not exist"),
+        )
+        .await;
     };
-    if !policy.spec.backup_methods.iter().any(|m| m.name == b.spec.backup_method) {
-        return fail(ctx, b, st, format!("BackupPolicy {ns}/{policy_name} has no method {:?}", b.spec.backup_method)).await;
+    if !policy
+        .spec
+        .backup_methods
+        .iter()
+        .any(|m| m.name == b.spec.backup_method)
+    {
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "BackupPolicy {ns}/{policy_name} has no method {:?}",
+                b.spec.backup_method
+            ),
+        )
+        .await;
     }
-    if policy.spec.backup_methods.iter().any(|m| m.name == b.spec.backup_method && m.snapshot_volumes == Some(true)) {
-        return fail(ctx, b, st, format!("method {:?} asks for volume snapshots, which Lifeboat does not take; use datafile", b.spec.backup_method)).await;
+    if policy
+        .spec
+        .backup_methods
+        .iter()
+        .any(|m| m.name == b.spec.backup_method && m.snapshot_volumes == Some(true))
+    {
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "method {:?} asks for volume snapshots, which Lifeboat does not take; use datafile",
+                b.spec.backup_method
+            ),
+        )
+        .await;
     }
     let Some(target) = policy.spec.target.clone() else {
-        return fail(ctx, b, st, format!("BackupPolicy {ns}/{policy_name} has no spec.target")).await;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!("BackupPolicy {ns}/{policy_name} has no spec.target"),
+        )
+        .await;
     };
     let selector = target.pod_selector.clone().unwrap_or_default();
-    let cluster_name = selector.label_selector.match_labels.as_ref().and_then(|l| l.get(labels::INSTANCE)).cloned().unwrap_or_default();
-    let component = selector.label_selector.match_labels.as_ref().and_then(|l| l.get(labels::COMPONENT_NAME)).cloned().unwrap_or_default();
+    let cluster_name = selector
+        .label_selector
+        .match_labels
+        .as_ref()
+        .and_then(|l| l.get(labels::INSTANCE))
+        .cloned()
+        .unwrap_or_default();
+    let component = selector
+        .label_selector
+        .match_labels
+        .as_ref()
+        .and_then(|l| l.get(labels::COMPONENT_NAME))
+        .cloned()
+        .unwrap_or_default();
     let cluster = kubeapi::get_opt::<Cluster>(&ctx.client, &ns, &cluster_name).await?;
     let Some(cluster) = cluster else {
-        return fail(ctx, b, st, format!("Cluster {ns}/{cluster_name} of BackupPolicy {policy_name} does not exist")).await;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!("Cluster {ns}/{cluster_name} of BackupPolicy {policy_name} does not exist"),
+        )
+        .await;
     };
     // A backup of a Cluster still being restored would capture a partial dataset.
-    let restoring = cluster.status.as_ref().and_then(|s| conditions::get(&s.conditions, RESTORE)).is_some_and(|c| c.reason == REASON_RESTORE_RUNNING);
+    let restoring = cluster
+        .status
+        .as_ref()
+        .and_then(|s| conditions::get(&s.conditions, RESTORE))
+        .is_some_and(|c| c.reason == REASON_RESTORE_RUNNING);
     if restoring {
         st.phase = Some(BackupPhase::New);
-        conditions::set(&mut st.conditions, "Waiting", "True", "ClusterRestoring", &format!("Cluster {ns}/{cluster_name} is still being restored; the backup starts once its restore completed"), b.meta().generation, &now());
+        conditions::set(
+            &mut st.conditions,
+            "Waiting",
+            "True",
+            "ClusterRestoring",
+            &format!(
+                "Cluster {ns}/{cluster_name} is still being restored; the backup starts once its restore completed"
+            ),
+            b.meta().generation,
+            &now(),
+        );
         write_status(ctx, b, &st).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     }
     let repos: Api<BackupRepo> = Api::all(ctx.client.clone());
     let repo_obj = match &policy.spec.backup_repo_name {
-        Some(r) => repos.get_opt(r).await.map_err(Error::kube("reading", format!("BackupRepo {r}")))?,
+        Some(r) => repos
+            .get_opt(r)
+            .await
+            .map_err(Error::kube("reading", format!("BackupRepo {r}")))?,
         None => repos
             .list(&ListParams::default())
             .await
             .map_err(Error::kube("listing", "BackupRepos"))?
             .items
             .into_iter()
-            .find(|r| r.annotations().get(labels::DEFAULT_REPO).map(String::as_str) == Some("true")),
+            .find(|r| {
+                r.annotations()
+                    .get(labels::DEFAULT_REPO)
+                    .map(String::as_str)
+                    == Some("true")
+            }),
     };
     let Some(repo_obj) = repo_obj else {
         return fail(ctx, b, st, format!("BackupPolicy {ns}/{policy_name} names no existing BackupRepo and there is no default repo")).await;
     };
     if repo_obj.status.as_ref().and_then(|s| s.phase) != Some(BackupRepoPhase::Ready) {
-        return fail(ctx, b, st, format!("BackupRepo {} is not Ready: {}", repo_obj.name_any(), repo_obj.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default())).await;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "BackupRepo {} is not Ready: {}",
+                repo_obj.name_any(),
+                repo_obj
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.message.clone())
+                    .unwrap_or_default()
+            ),
+        )
+        .await;
     }
-    let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &selector_string(&selector.label_selector)).await?;
+    let pods: Vec<Pod> =
+        kubeapi::list(&ctx.client, &ns, &selector_string(&selector.label_selector)).await?;
     let mut pod = pods.into_iter().find(pod_ready);
-    if pod.is_none() {
-        if let Some(fb) = &selector.fallback_label_selector {
-            let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &selector_string(fb)).await?;
-            pod = pods.into_iter().find(pod_ready);
-        }
+    if pod.is_none()
+        && let Some(fb) = &selector.fallback_label_selector
+    {
+        let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &selector_string(fb)).await?;
+        pod = pods.into_iter().find(pod_ready);
     }
     let Some(pod) = pod else {
         return fail(ctx, b, st, format!("no Ready pod of Cluster {ns}/{cluster_name} matches the BackupPolicy's target (role secondary, or primary)")).await;
@@ -186,26 +293,60 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         }}
     });
     Api::<Backup>::namespaced(ctx.client.clone(), &ns)
-        .patch(&name, &kube::api::PatchParams::apply(crate::FIELD_MANAGER), &kube::api::Patch::Apply(&label_patch))
+        .patch(
+            &name,
+            &kube::api::PatchParams::apply(crate::FIELD_MANAGER),
+            &kube::api::Patch::Apply(&label_patch),
+        )
         .await
         .map_err(Error::kube("labelling", format!("Backup {ns}/{name}")))?;
-    let access = repo::access::access(&repo_obj, &ns).map_err(|e| Error::InvalidObject { object: format!("BackupRepo {}", repo_obj.name_any()), message: e.to_string() })?;
+    let access = repo::access::access(&repo_obj, &ns).map_err(|e| Error::InvalidObject {
+        object: format!("BackupRepo {}", repo_obj.name_any()),
+        message: e.to_string(),
+    })?;
     crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
-    let secret = target.connection_credential.as_ref().map(|c| c.secret_name.clone()).unwrap_or_default();
+    let secret = target
+        .connection_credential
+        .as_ref()
+        .map(|c| c.secret_name.clone())
+        .unwrap_or_default();
     let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config);
     kubeapi::create_if_absent(&ctx.client, &job).await?;
     st.phase = Some(BackupPhase::Running);
     st.start_timestamp = Some(now());
     st.backup_repo_name = Some(repo_obj.name_any());
-    st.path = Some(format!("{}/{}", repo::access::namespace_path(&repo_obj, &ns), repo_name(b)));
+    st.path = Some(format!(
+        "{}/{}",
+        repo::access::namespace_path(&repo_obj, &ns),
+        repo_name(b)
+    ));
     st.target = Some(target);
     st.format_version = Some("1".into());
-    conditions::set(&mut st.conditions, "Waiting", "False", "Started", &format!("Job/{} backs up pod {}", naming::backup_job(&name), pod.name_any()), b.meta().generation, &now());
+    conditions::set(
+        &mut st.conditions,
+        "Waiting",
+        "False",
+        "Started",
+        &format!(
+            "Job/{} backs up pod {}",
+            naming::backup_job(&name),
+            pod.name_any()
+        ),
+        b.meta().generation,
+        &now(),
+    );
     write_status(ctx, b, &st).await?;
     Ok(Action::requeue(Duration::from_secs(3)))
 }
 
-fn backup_job(b: &Backup, pod: &Pod, component: &str, secret: &str, access: &repo::access::RepoAccess, cfg: &crate::context::Config) -> Job {
+fn backup_job(
+    b: &Backup,
+    pod: &Pod,
+    component: &str,
+    secret: &str,
+    access: &repo::access::RepoAccess,
+    cfg: &crate::context::Config,
+) -> Job {
     let ns = b.namespace().unwrap_or_default();
     let claim = pod
         .spec
@@ -220,8 +361,17 @@ fn backup_job(b: &Backup, pod: &Pod, component: &str, secret: &str, access: &rep
         .as_ref()
         .and_then(|s| s.hostname.clone().zip(s.subdomain.clone()))
         .map(|(h, sub)| format!("{h}.{sub}.{ns}.svc.{}", cfg.cluster_domain))
-        .unwrap_or_else(|| pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default());
-    let env = |n: &str, v: String| EnvVar { name: n.into(), value: Some(v), ..Default::default() };
+        .unwrap_or_else(|| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_default()
+        });
+    let env = |n: &str, v: String| EnvVar {
+        name: n.into(),
+        value: Some(v),
+        ..Default::default()
+    };
     let mut envs = access.env.clone();
     envs.extend([
         env("LIFEBOAT_BACKUP_NAME", repo_name(b)),
@@ -231,16 +381,26 @@ fn backup_job(b: &Backup, pod: &Pod, component: &str, secret: &str, access: &rep
         env("LIFEBOAT_LOG_FORMAT", "json".into()),
         password_env(secret, "LIFEBOAT_REDIS_PASSWORD"),
     ]);
-    let mut mounts = vec![VolumeMount { name: "data".into(), mount_path: DATA_DIR.into(), ..Default::default() }];
+    let mut mounts = vec![VolumeMount {
+        name: "data".into(),
+        mount_path: DATA_DIR.into(),
+        ..Default::default()
+    }];
     mounts.extend(access.mounts.iter().cloned());
     let mut volumes = vec![Volume {
         name: "data".into(),
-        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource { claim_name: claim, read_only: Some(false) }),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim,
+            read_only: Some(false),
+        }),
         ..Default::default()
     }];
     volumes.extend(access.volumes.iter().cloned());
     let labels_map = [
-        (labels::MANAGED_BY.to_owned(), labels::MANAGED_BY_VALUE.to_owned()),
+        (
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_VALUE.to_owned(),
+        ),
         ("lifeboat.io/backup".to_owned(), b.name_any()),
     ];
     Job {
@@ -253,9 +413,14 @@ fn backup_job(b: &Backup, pod: &Pod, component: &str, secret: &str, access: &rep
         },
         spec: Some(JobSpec {
             backoff_limit: Some(2),
-            active_deadline_seconds: Some(i64::try_from(cfg.backup_deadline.as_secs()).unwrap_or(i64::MAX)),
+            active_deadline_seconds: Some(
+                i64::try_from(cfg.backup_deadline.as_secs()).unwrap_or(i64::MAX),
+            ),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels_map.into()), ..Default::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels_map.into()),
+                    ..Default::default()
+                }),
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
                     // The data volume is ReadWriteOnce: the Job must run where the server runs.
@@ -286,7 +451,13 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     let ns = b.namespace().unwrap_or_default();
     let job_name = naming::backup_job(&name);
     let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, &ns, &job_name).await? else {
-        return fail(ctx, b, st, format!("Job/{job_name} disappeared while the backup ran")).await;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!("Job/{job_name} disappeared while the backup ran"),
+        )
+        .await;
     };
     let js = job.status.clone().unwrap_or_default();
     let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("job-name={job_name}")).await?;
@@ -294,13 +465,25 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     if js.succeeded.unwrap_or(0) > 0 {
         let logs = match latest {
             Some(p) => Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-                .logs(&p.name_any(), &LogParams { tail_lines: Some(20), ..Default::default() })
+                .logs(
+                    &p.name_any(),
+                    &LogParams {
+                        tail_lines: Some(20),
+                        ..Default::default()
+                    },
+                )
                 .await
                 .unwrap_or_default(),
             None => String::new(),
         };
         let Some(res) = logs.lines().rev().find_map(result::parse) else {
-            return fail(ctx, b, st, format!("Job/{job_name} succeeded but printed no result line")).await;
+            return fail(
+                ctx,
+                b,
+                st,
+                format!("Job/{job_name} succeeded but printed no result line"),
+            )
+            .await;
         };
         let completed = now();
         let cluster_def = b.labels().get("app.kubernetes.io/name").cloned();
@@ -311,8 +494,16 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
             let secs = u64::try_from(completed.0.as_second() - start.0.as_second()).unwrap_or(0);
             st.duration = Some(duration::format(Duration::from_secs(secs)));
         }
-        st.time_range = Some(BackupTimeRange { time_zone: None, start: st.start_timestamp.clone(), end: Some(completed) });
-        let component = st.target.as_ref().and_then(|t| t.name.clone()).unwrap_or_default();
+        st.time_range = Some(BackupTimeRange {
+            time_zone: None,
+            start: st.start_timestamp.clone(),
+            end: Some(completed),
+        });
+        let component = st
+            .target
+            .as_ref()
+            .and_then(|t| t.name.clone())
+            .unwrap_or_default();
         st.dataset = Some(BackupDataset {
             engine: cluster_def.unwrap_or_else(|| "falkordb".into()),
             topology: None,
@@ -324,16 +515,46 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         });
         write_status(ctx, b, &st).await?;
         Metrics::outcome(&ctx.metrics.backups, "completed");
-        ctx.event(b, EventType::Normal, "BackupCompleted", "Backup", format!("backed up {} bytes into {}", res.total_size, st.path.clone().unwrap_or_default())).await;
+        ctx.event(
+            b,
+            EventType::Normal,
+            "BackupCompleted",
+            "Backup",
+            format!(
+                "backed up {} bytes into {}",
+                res.total_size,
+                st.path.clone().unwrap_or_default()
+            ),
+        )
+        .await;
         return Ok(Action::await_change());
     }
-    if let Some(c) = js.conditions.iter().flatten().find(|c| c.type_ == "Failed" && c.status == "True") {
+    if let Some(c) = js
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Failed" && c.status == "True")
+    {
         let detail = latest
             .and_then(|p| p.status.as_ref())
             .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone()))
+            .and_then(|cs| {
+                cs.iter()
+                    .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+            })
             .unwrap_or_default();
-        return fail(ctx, b, st, format!("Job/{job_name} failed ({}: {}): {}", c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default(), detail.trim())).await;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "Job/{job_name} failed ({}: {}): {}",
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+                detail.trim()
+            ),
+        )
+        .await;
     }
     if let Some(p) = latest {
         let events = Vec::new();

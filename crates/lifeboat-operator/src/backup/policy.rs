@@ -31,7 +31,12 @@ fn role_selector(cluster: &str, component: &str, role: &str) -> LabelSelector {
 }
 
 /// The default BackupPolicy of a Cluster's data component.
-pub fn default_policy(cluster: &Cluster, component: &str, secret: &str, repo: Option<String>) -> BackupPolicy {
+pub fn default_policy(
+    cluster: &Cluster,
+    component: &str,
+    secret: &str,
+    repo: Option<String>,
+) -> BackupPolicy {
     let name = cluster.name_any();
     let mut p = BackupPolicy::new(
         &naming::backup_policy(&name, component),

@@ -62,7 +62,11 @@ impl BuildInput<'_> {
         ObjectMeta {
             name: Some(name),
             namespace: Some(self.ns()),
-            labels: Some(selector_labels(&self.name(), component, Some(self.valid.engine.cluster_def()))),
+            labels: Some(selector_labels(
+                &self.name(),
+                component,
+                Some(self.valid.engine.cluster_def()),
+            )),
             owner_references: self.owner().map(|o| vec![o]),
             ..Default::default()
         }
@@ -75,17 +79,27 @@ impl BuildInput<'_> {
     /// The account Secret shared by the data and sentinel components: sentinels authenticate to
     /// the data servers with it.
     pub fn secret_name(&self) -> String {
-        let comp = self.data_component().map(|c| c.spec.name.as_str()).unwrap_or("data");
+        let comp = self
+            .data_component()
+            .map(|c| c.spec.name.as_str())
+            .unwrap_or("data");
         naming::account_secret(&self.name(), comp)
     }
 }
 
 /// The labels that select a component's pods.
-pub fn selector_labels(cluster: &str, component: &str, def: Option<&str>) -> BTreeMap<String, String> {
+pub fn selector_labels(
+    cluster: &str,
+    component: &str,
+    def: Option<&str>,
+) -> BTreeMap<String, String> {
     let mut l = BTreeMap::from([
         (labels::INSTANCE.to_owned(), cluster.to_owned()),
         (labels::COMPONENT_NAME.to_owned(), component.to_owned()),
-        (labels::MANAGED_BY.to_owned(), labels::MANAGED_BY_VALUE.to_owned()),
+        (
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_VALUE.to_owned(),
+        ),
     ]);
     if let Some(d) = def {
         l.insert("app.kubernetes.io/name".into(), d.to_owned());
@@ -103,7 +117,10 @@ fn pod_selector(cluster: &str, component: &str) -> BTreeMap<String, String> {
 /// The account Secret with a new random password. Created once, never re-applied: a second
 /// password would lock the servers out.
 pub fn account_secret(input: &BuildInput<'_>, password: String) -> Secret {
-    let comp = input.data_component().map(|c| c.spec.name.clone()).unwrap_or_default();
+    let comp = input
+        .data_component()
+        .map(|c| c.spec.name.clone())
+        .unwrap_or_default();
     Secret {
         metadata: input.meta(input.secret_name(), &comp),
         string_data: Some(BTreeMap::from([
@@ -140,7 +157,10 @@ pub fn config_map(input: &BuildInput<'_>, comp: &ValidComponent) -> ConfigMap {
             .collect(),
     };
     ConfigMap {
-        metadata: input.meta(naming::config_map(&input.name(), &comp.spec.name), &comp.spec.name),
+        metadata: input.meta(
+            naming::config_map(&input.name(), &comp.spec.name),
+            &comp.spec.name,
+        ),
         data: Some(input.valid.engine.config_files(&ctx)),
         ..Default::default()
     }
@@ -162,7 +182,10 @@ fn config_hash(cm: &ConfigMap) -> String {
 pub fn headless_service(input: &BuildInput<'_>, comp: &ValidComponent) -> Service {
     let name = input.name();
     Service {
-        metadata: input.meta(naming::headless_service(&name, &comp.spec.name), &comp.spec.name),
+        metadata: input.meta(
+            naming::headless_service(&name, &comp.spec.name),
+            &comp.spec.name,
+        ),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             publish_not_ready_addresses: Some(true),
@@ -183,7 +206,10 @@ pub fn client_service(input: &BuildInput<'_>, comp: &ValidComponent) -> Service 
         selector.insert(labels::ROLE.into(), "primary".into());
     }
     Service {
-        metadata: input.meta(naming::client_service(&name, &comp.spec.name), &comp.spec.name),
+        metadata: input.meta(
+            naming::client_service(&name, &comp.spec.name),
+            &comp.spec.name,
+        ),
         spec: Some(ServiceSpec {
             selector: Some(selector),
             ports: Some(vec![service_port(comp)]),
@@ -263,7 +289,10 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
     let c = &comp.spec.name;
     let engine = input.valid.engine;
     let cm = config_map(input, comp);
-    let data_name = input.data_component().map(|d| d.spec.name.clone()).unwrap_or_default();
+    let data_name = input
+        .data_component()
+        .map(|d| d.spec.name.clone())
+        .unwrap_or_default();
     let sentinels: Vec<String> = input
         .valid
         .sentinel()
@@ -297,7 +326,11 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
         ),
         ComponentKind::Sentinel => ("sentinel", "redis-cli -p 26379 ping | grep -q PONG"),
     };
-    let has_data_vct = comp.spec.volume_claim_templates.iter().any(|v| v.name == DATA_VOLUME);
+    let has_data_vct = comp
+        .spec
+        .volume_claim_templates
+        .iter()
+        .any(|v| v.name == DATA_VOLUME);
     let mut volumes = vec![Volume {
         name: "config".into(),
         config_map: Some(ConfigMapVolumeSource {
@@ -442,7 +475,11 @@ mod tests {
         let vct = &spec.volume_claim_templates.expect("vct")[0];
         // StatefulSet PVCs are <template>-<sts>-<ordinal>: data-fdb-falkordb-0, as restores use.
         assert_eq!(
-            format!("{}-{}-0", vct.metadata.name.as_deref().unwrap_or_default(), "fdb-falkordb"),
+            format!(
+                "{}-{}-0",
+                vct.metadata.name.as_deref().unwrap_or_default(),
+                "fdb-falkordb"
+            ),
             naming::data_pvc("fdb", "falkordb", 0)
         );
         assert_eq!(spec.replicas, Some(2));
@@ -469,7 +506,10 @@ mod tests {
         };
         let data = gates(v.data().expect("data"));
         assert_eq!(data.len(), 1);
-        assert_eq!(data[0].condition_type, labels::READINESS_GATE_RESTORE_VERIFIED);
+        assert_eq!(
+            data[0].condition_type,
+            labels::READINESS_GATE_RESTORE_VERIFIED
+        );
         assert!(gates(v.sentinel().expect("sentinel")).is_empty());
     }
 

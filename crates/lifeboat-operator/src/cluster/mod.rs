@@ -40,15 +40,26 @@ use status::{ComponentObs, RestoreState, StatusInput};
 const CONTROLLER: &str = "cluster";
 
 /// Runs the Cluster controller until `shutdown` resolves.
-pub async fn run(ctx: Arc<Context>, concurrency: u16, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    ctx: Arc<Context>,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = ctx.client.clone();
     let clusters: Api<DeserializeGuard<Cluster>> = Api::all(client.clone());
     let wc = watcher::Config::default();
-    let owned = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
+    let owned = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE
+    ));
     Controller::new(clusters, wc)
         .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
         .owns(Api::<Job>::all(client.clone()), owned.clone())
-        .owns(Api::<Restore>::all(client.clone()), watcher::Config::default())
+        .owns(
+            Api::<Restore>::all(client.clone()),
+            watcher::Config::default(),
+        )
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile_guarded, error_policy, ctx)
@@ -60,7 +71,10 @@ pub async fn run(ctx: Arc<Context>, concurrency: u16, shutdown: impl std::future
         .await;
 }
 
-async fn reconcile_guarded(obj: Arc<DeserializeGuard<Cluster>>, ctx: Arc<Context>) -> Result<Action> {
+async fn reconcile_guarded(
+    obj: Arc<DeserializeGuard<Cluster>>,
+    ctx: Arc<Context>,
+) -> Result<Action> {
     match &obj.0 {
         Ok(cluster) => reconcile(cluster, &ctx).await,
         Err(invalid) => {
@@ -117,7 +131,8 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         Err(invalid) => return fail_invalid(cluster, ctx, status_input, invalid).await,
     };
 
-    let restore_objects: Vec<Restore> = kubeapi::list(&ctx.client, &ns, &format!("{}={name}", labels::INSTANCE)).await?;
+    let restore_objects: Vec<Restore> =
+        kubeapi::list(&ctx.client, &ns, &format!("{}={name}", labels::INSTANCE)).await?;
     let input = BuildInput {
         cluster,
         valid: &valid,
@@ -127,7 +142,12 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
     };
 
     // The password is created once and never re-applied.
-    if kubeapi::create_if_absent(&ctx.client, &build::account_secret(&input, build::generate_password())).await? {
+    if kubeapi::create_if_absent(
+        &ctx.client,
+        &build::account_secret(&input, build::generate_password()),
+    )
+    .await?
+    {
         tracing::info!(cluster = %name, "created account secret");
     }
     let password = read_password(ctx, &ns, &input.secret_name()).await?;
@@ -138,7 +158,12 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         kubeapi::apply(&ctx.client, &build::headless_service(&input, comp)).await?;
         kubeapi::apply(&ctx.client, &build::client_service(&input, comp)).await?;
         if comp.def.kind == ComponentKind::Data {
-            let policy = crate::backup::policy::default_policy(cluster, &comp.spec.name, &input.secret_name(), None);
+            let policy = crate::backup::policy::default_policy(
+                cluster,
+                &comp.spec.name,
+                &input.secret_name(),
+                None,
+            );
             kubeapi::apply(&ctx.client, &policy).await?;
         }
 
@@ -151,10 +176,21 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         // Data pods of a component that was restored keep the gate for good: removing it would
         // roll every pod; the operator opens it on each pod once the restore completed.
         let gated = req.is_some() || existing_restore.is_some();
-        let comp_input = BuildInput { restore_gate: gated, ..input_clone(&input) };
+        let comp_input = BuildInput {
+            restore_gate: gated,
+            ..input_clone(&input)
+        };
         let workload_allowed = match req {
             Some(req) => {
-                let outcome = restore_step::step(cluster, ctx, &valid, comp, req, restore_intent.as_ref().map(|i| i.source)).await?;
+                let outcome = restore_step::step(
+                    cluster,
+                    ctx,
+                    &valid,
+                    comp,
+                    req,
+                    restore_intent.as_ref().map(|i| i.source),
+                )
+                .await?;
                 restore_state = merge_restore(restore_state, outcome.state.clone());
                 outcome.workload_allowed
             }
@@ -178,7 +214,9 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
             let sts = kubeapi::apply(&ctx.client, &build::statefulset(&comp_input, comp)).await?;
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
-        } else if let Some(sts) = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await? {
+        } else if let Some(sts) =
+            kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?
+        {
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
         }
@@ -193,7 +231,16 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         Some(lifeboat_api::ClusterPhase::Failed) => Duration::from_secs(60),
         _ => Duration::from_secs(5),
     };
-    kubeapi::apply_status::<Cluster>(&ctx.client, &name, &ns, serde_json::to_value(&st).map_err(|source| Error::Serialize { object: format!("status of Cluster {ns}/{name}"), source })?).await?;
+    kubeapi::apply_status::<Cluster>(
+        &ctx.client,
+        &name,
+        &ns,
+        serde_json::to_value(&st).map_err(|source| Error::Serialize {
+            object: format!("status of Cluster {ns}/{name}"),
+            source,
+        })?,
+    )
+    .await?;
     Ok(Action::requeue(requeue))
 }
 
@@ -218,10 +265,12 @@ fn merge_restore(a: RestoreState, b: RestoreState) -> RestoreState {
 }
 
 async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> {
-    let s: Secret = kubeapi::get_opt(&ctx.client, ns, secret).await?.ok_or_else(|| Error::MissingField {
-        object: format!("Secret {ns}/{secret}"),
-        field: "data (the Secret is missing)",
-    })?;
+    let s: Secret = kubeapi::get_opt(&ctx.client, ns, secret)
+        .await?
+        .ok_or_else(|| Error::MissingField {
+            object: format!("Secret {ns}/{secret}"),
+            field: "data (the Secret is missing)",
+        })?;
     s.data
         .as_ref()
         .and_then(|d| d.get(build::PASSWORD_KEY))
@@ -232,16 +281,37 @@ async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> 
         })
 }
 
-async fn fail_invalid(cluster: &Cluster, ctx: &Context, mut input: StatusInput, invalid: validate::Invalid) -> Result<Action> {
+async fn fail_invalid(
+    cluster: &Cluster,
+    ctx: &Context,
+    mut input: StatusInput,
+    invalid: validate::Invalid,
+) -> Result<Action> {
     let msg = invalid.to_string();
     if cluster.status.as_ref().and_then(|s| s.message.as_deref()) != Some(msg.as_str()) {
-        ctx.event(cluster, EventType::Warning, "InvalidSpec", "Validate", msg.clone()).await;
+        ctx.event(
+            cluster,
+            EventType::Warning,
+            "InvalidSpec",
+            "Validate",
+            msg.clone(),
+        )
+        .await;
     }
     input.invalid = Some(msg);
     let st = status::compute(&input);
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
-    kubeapi::apply_status::<Cluster>(&ctx.client, &name, &ns, serde_json::to_value(&st).map_err(|source| Error::Serialize { object: format!("status of Cluster {ns}/{name}"), source })?).await?;
+    kubeapi::apply_status::<Cluster>(
+        &ctx.client,
+        &name,
+        &ns,
+        serde_json::to_value(&st).map_err(|source| Error::Serialize {
+            object: format!("status of Cluster {ns}/{name}"),
+            source,
+        })?,
+    )
+    .await?;
     Ok(Action::await_change())
 }
 
@@ -259,12 +329,35 @@ async fn observe_roles(
     if comp.def.kind != ComponentKind::Data {
         return Ok(Vec::new());
     }
-    let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, comp.spec.name)).await?;
+    let pods: Vec<Pod> = kubeapi::list(
+        &ctx.client,
+        &ns,
+        &format!(
+            "{}={name},{}={}",
+            labels::INSTANCE,
+            labels::COMPONENT_NAME,
+            comp.spec.name
+        ),
+    )
+    .await?;
     let mut servers = BTreeMap::new();
     for p in &pods {
-        let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else { continue };
-        let ordinal = p.name_any().rsplit('-').next().and_then(|o| o.parse().ok()).unwrap_or(0);
-        let fqdn = naming::pod_fqdn(&name, &comp.spec.name, ordinal, &ns, &ctx.config.cluster_domain);
+        let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
+            continue;
+        };
+        let ordinal = p
+            .name_any()
+            .rsplit('-')
+            .next()
+            .and_then(|o| o.parse().ok())
+            .unwrap_or(0);
+        let fqdn = naming::pod_fqdn(
+            &name,
+            &comp.spec.name,
+            ordinal,
+            &ns,
+            &ctx.config.cluster_domain,
+        );
         let role = roles::server_role(&ip, comp.def.port, password).await;
         servers.insert(p.name_any(), (fqdn, role));
     }
@@ -272,10 +365,21 @@ async fn observe_roles(
     let mut sentinel_count = 0;
     if let Some(s) = valid.sentinel() {
         sentinel_count = usize::try_from(s.spec.replicas).unwrap_or(0);
-        let spods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, s.spec.name)).await?;
+        let spods: Vec<Pod> = kubeapi::list(
+            &ctx.client,
+            &ns,
+            &format!(
+                "{}={name},{}={}",
+                labels::INSTANCE,
+                labels::COMPONENT_NAME,
+                s.spec.name
+            ),
+        )
+        .await?;
         for p in &spods {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
-                && let Some(m) = roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await
+                && let Some(m) =
+                    roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await
             {
                 sentinel_masters.push(m);
             }
@@ -284,16 +388,25 @@ async fn observe_roles(
     let decided = roles::decide(&servers, &sentinel_masters, sentinel_count);
     for p in &pods {
         let pod_name = p.name_any();
-        let Some(want) = decided.labels.get(&pod_name) else { continue };
+        let Some(want) = decided.labels.get(&pod_name) else {
+            continue;
+        };
         if p.labels().get(labels::ROLE).map(String::as_str) != Some(*want) {
             let patch = serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod_name, "namespace": ns, "labels": {labels::ROLE: want}}
             });
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            api.patch(&pod_name, &kube::api::PatchParams::apply(crate::FIELD_MANAGER), &kube::api::Patch::Apply(&patch))
-                .await
-                .map_err(Error::kube("labelling role of", format!("Pod {ns}/{pod_name}")))?;
+            api.patch(
+                &pod_name,
+                &kube::api::PatchParams::apply(crate::FIELD_MANAGER),
+                &kube::api::Patch::Apply(&patch),
+            )
+            .await
+            .map_err(Error::kube(
+                "labelling role of",
+                format!("Pod {ns}/{pod_name}"),
+            ))?;
             tracing::info!(cluster = %name, pod = %pod_name, role = want, "role label updated");
         }
     }

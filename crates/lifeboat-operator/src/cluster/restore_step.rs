@@ -43,8 +43,14 @@ pub fn state_of(r: &Restore) -> RestoreState {
         Some(RestorePhase::Completed) => {
             RestoreState::Completed(format!("Restore {} completed and verified", r.name_any()))
         }
-        Some(RestorePhase::Failed) => RestoreState::Failed(format!("Restore {}: {msg}", r.name_any())),
-        _ => RestoreState::Running(if msg.is_empty() { "validating".into() } else { msg }),
+        Some(RestorePhase::Failed) => {
+            RestoreState::Failed(format!("Restore {}: {msg}", r.name_any()))
+        }
+        _ => RestoreState::Running(if msg.is_empty() {
+            "validating".into()
+        } else {
+            msg
+        }),
     }
 }
 
@@ -104,14 +110,21 @@ async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobOb
         let detail = latest
             .and_then(|p| p.status.as_ref())
             .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone()))
+            .and_then(|cs| {
+                cs.iter()
+                    .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+            })
             .map(|m| m.trim().lines().last().unwrap_or_default().to_owned())
             .unwrap_or_default();
         obs.failed = Some(format!(
             "{}: {}{}",
             c.reason.clone().unwrap_or_default(),
             c.message.clone().unwrap_or_default(),
-            if detail.is_empty() { String::new() } else { format!("; last output: {detail}") }
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!("; last output: {detail}")
+            }
         ));
         obs.finished = c.last_transition_time.clone();
     }
@@ -158,7 +171,17 @@ pub async fn step(
             )
             .await;
         }
-        ctx.event(cluster, EventType::Normal, "RestoreStarted", "Restore", format!("restoring component {c} from Backup {}/{}", req.backup_namespace, req.backup_name)).await;
+        ctx.event(
+            cluster,
+            EventType::Normal,
+            "RestoreStarted",
+            "Restore",
+            format!(
+                "restoring component {c} from Backup {}/{}",
+                req.backup_namespace, req.backup_name
+            ),
+        )
+        .await;
         restore = kubeapi::get_opt::<Restore>(&ctx.client, &ns, &restore_name).await?;
     }
     let restore = restore.ok_or_else(|| Error::MissingField {
@@ -167,8 +190,12 @@ pub async fn step(
     })?;
     let status = restore.status.clone().unwrap_or_default();
 
-    let backup: Option<Backup> = kubeapi::get_opt(&ctx.client, &req.backup_namespace, &req.backup_name).await?;
-    let repo_name = backup.as_ref().and_then(|b| b.status.as_ref()).and_then(|s| s.backup_repo_name.clone());
+    let backup: Option<Backup> =
+        kubeapi::get_opt(&ctx.client, &req.backup_namespace, &req.backup_name).await?;
+    let repo_name = backup
+        .as_ref()
+        .and_then(|b| b.status.as_ref())
+        .and_then(|s| s.backup_repo_name.clone());
     let repo_obj: Option<BackupRepo> = match &repo_name {
         Some(r) => Api::<BackupRepo>::all(ctx.client.clone())
             .get_opt(r)
@@ -191,17 +218,44 @@ pub async fn step(
         pvcs.push(PvcObs {
             name: pvc_name,
             exists: pvc.is_some(),
-            deleting: pvc.as_ref().is_some_and(|p| p.meta().deletion_timestamp.is_some()),
+            deleting: pvc
+                .as_ref()
+                .is_some_and(|p| p.meta().deletion_timestamp.is_some()),
         });
         prepare_jobs.push(observe_job(ctx, &ns, &naming::prepare_data_job(&name, c, i)).await?);
     }
-    let sts = kubeapi::get_opt::<k8s_openapi::api::apps::v1::StatefulSet>(&ctx.client, &ns, &naming::workload(&name, c)).await?;
-    let pod_list: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={c}", labels::INSTANCE, labels::COMPONENT_NAME)).await?;
+    let sts = kubeapi::get_opt::<k8s_openapi::api::apps::v1::StatefulSet>(
+        &ctx.client,
+        &ns,
+        &naming::workload(&name, c),
+    )
+    .await?;
+    let pod_list: Vec<Pod> = kubeapi::list(
+        &ctx.client,
+        &ns,
+        &format!("{}={name},{}={c}", labels::INSTANCE, labels::COMPONENT_NAME),
+    )
+    .await?;
     let mut pods = Vec::new();
     for p in &pod_list {
-        let ready = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "ContainersReady" && c.status == "True"));
-        let stuck = if ready { None } else { diagnose::diagnose(p, &pod_events(ctx, &ns, &p.name_any()).await) };
-        pods.push(PodObs { name: p.name_any(), containers_ready: ready, stuck });
+        let ready = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "ContainersReady" && c.status == "True")
+            });
+        let stuck = if ready {
+            None
+        } else {
+            diagnose::diagnose(p, &pod_events(ctx, &ns, &p.name_any()).await)
+        };
+        pods.push(PodObs {
+            name: p.name_any(),
+            containers_ready: ready,
+            stuck,
+        });
     }
     let verify_job = observe_job(ctx, &ns, &naming::verify_job(&name, c)).await?;
 
@@ -226,7 +280,12 @@ pub async fn step(
             object: format!("Backup {}/{}", req.backup_namespace, req.backup_name),
             field: "status.backupRepoName (a Ready repo)",
         })?;
-        let access = repo::access::access(repo_obj, &req.backup_namespace).map_err(|e| Error::InvalidObject { object: format!("BackupRepo {}", repo_obj.name_any()), message: e.to_string() })?;
+        let access = repo::access::access(repo_obj, &req.backup_namespace).map_err(|e| {
+            Error::InvalidObject {
+                object: format!("BackupRepo {}", repo_obj.name_any()),
+                message: e.to_string(),
+            }
+        })?;
         crate::repo::controller::ensure_namespace_access(ctx, repo_obj, &ns).await?;
         let backup_path = backup
             .as_ref()
@@ -250,23 +309,60 @@ pub async fn step(
             kubeapi::create_if_absent(&ctx.client, &jobs::prepare_data_job(&ji, *i)).await?;
         }
         if p.create_verify_job {
-            let secret = super::build::BuildInput { cluster, valid, image: "", domain: "", restore_gate: true }.secret_name();
-            kubeapi::create_if_absent(&ctx.client, &jobs::verify_job(&ji, &secret, &ctx.config.cluster_domain)).await?;
+            let secret = super::build::BuildInput {
+                cluster,
+                valid,
+                image: "",
+                domain: "",
+                restore_gate: true,
+            }
+            .secret_name();
+            kubeapi::create_if_absent(
+                &ctx.client,
+                &jobs::verify_job(&ji, &secret, &ctx.config.cluster_domain),
+            )
+            .await?;
         }
     }
     if p.open_gates {
         open_gates(ctx, &ns, &pod_list).await?;
     }
     if p.status != status {
-        kubeapi::apply_status::<Restore>(&ctx.client, &restore_name, &ns, serde_json::to_value(&p.status).map_err(|source| Error::Serialize { object: format!("status of Restore {ns}/{restore_name}"), source })?).await?;
+        kubeapi::apply_status::<Restore>(
+            &ctx.client,
+            &restore_name,
+            &ns,
+            serde_json::to_value(&p.status).map_err(|source| Error::Serialize {
+                object: format!("status of Restore {ns}/{restore_name}"),
+                source,
+            })?,
+        )
+        .await?;
     }
     if let Some(msg) = &p.failed {
         Metrics::outcome(&ctx.metrics.restores, "failed");
-        ctx.event(cluster, EventType::Warning, "RestoreFailed", "Restore", format!("Restore {restore_name} failed: {msg}")).await;
+        ctx.event(
+            cluster,
+            EventType::Warning,
+            "RestoreFailed",
+            "Restore",
+            format!("Restore {restore_name} failed: {msg}"),
+        )
+        .await;
     }
     if p.completed {
         Metrics::outcome(&ctx.metrics.restores, "completed");
-        ctx.event(cluster, EventType::Normal, "RestoreCompleted", "Restore", format!("Restore {restore_name} completed: the live dataset matches Backup {}/{}", req.backup_namespace, req.backup_name)).await;
+        ctx.event(
+            cluster,
+            EventType::Normal,
+            "RestoreCompleted",
+            "Restore",
+            format!(
+                "Restore {restore_name} completed: the live dataset matches Backup {}/{}",
+                req.backup_namespace, req.backup_name
+            ),
+        )
+        .await;
         mark_done(ctx, cluster, &restore_name).await?;
     }
     let mut shown = restore.clone();
@@ -285,7 +381,10 @@ async fn mark_done(ctx: &Context, cluster: &Cluster, restore: &str) -> Result<()
     let patch = serde_json::json!({"metadata": {"annotations": {RESTORE_DONE: restore}}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(Error::kube("marking restore done on", format!("Cluster {ns}/{name}")))?;
+        .map_err(Error::kube(
+            "marking restore done on",
+            format!("Cluster {ns}/{name}"),
+        ))?;
     Ok(())
 }
 
@@ -293,9 +392,15 @@ async fn mark_done(ctx: &Context, cluster: &Cluster, restore: &str) -> Result<()
 async fn open_gates(ctx: &Context, ns: &str, pods: &[Pod]) -> Result<()> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     for p in pods {
-        let open = p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-            cs.iter().any(|c| c.type_ == labels::READINESS_GATE_RESTORE_VERIFIED && c.status == "True")
-        });
+        let open = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == labels::READINESS_GATE_RESTORE_VERIFIED && c.status == "True"
+                })
+            });
         if open {
             continue;
         }
@@ -311,9 +416,16 @@ async fn open_gates(ctx: &Context, ns: &str, pods: &[Pod]) -> Result<()> {
                 "lastTransitionTime": Time(Timestamp::now()),
             }]}
         });
-        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch))
-            .await
-            .map_err(Error::kube("opening the restore gate of", format!("Pod {ns}/{name}")))?;
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(Error::kube(
+            "opening the restore gate of",
+            format!("Pod {ns}/{name}"),
+        ))?;
         tracing::info!(pod = %name, "restore readiness gate opened");
     }
     Ok(())
@@ -321,13 +433,28 @@ async fn open_gates(ctx: &Context, ns: &str, pods: &[Pod]) -> Result<()> {
 
 /// After a completed restore, pods created later (scale-out, rescheduling) start empty and sync
 /// from the primary; their gate is opened as they appear.
-pub async fn keep_gates_open(ctx: &Context, cluster: &Cluster, comp: &ValidComponent, r: &Restore) -> Result<()> {
+pub async fn keep_gates_open(
+    ctx: &Context,
+    cluster: &Cluster,
+    comp: &ValidComponent,
+    r: &Restore,
+) -> Result<()> {
     let done = r.status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Completed);
     if !done {
         return Ok(());
     }
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
-    let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("{}={name},{}={}", labels::INSTANCE, labels::COMPONENT_NAME, comp.spec.name)).await?;
+    let pods: Vec<Pod> = kubeapi::list(
+        &ctx.client,
+        &ns,
+        &format!(
+            "{}={name},{}={}",
+            labels::INSTANCE,
+            labels::COMPONENT_NAME,
+            comp.spec.name
+        ),
+    )
+    .await?;
     open_gates(ctx, &ns, &pods).await
 }

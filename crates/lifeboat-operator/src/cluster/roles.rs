@@ -61,7 +61,10 @@ pub fn decide(
     };
     if masters.len() > 1 {
         let names: Vec<&str> = masters.iter().map(|s| s.as_str()).collect();
-        r.problems.push(format!("more than one server claims to be master: {}", names.join(", ")));
+        r.problems.push(format!(
+            "more than one server claims to be master: {}",
+            names.join(", ")
+        ));
     }
     match &primary {
         None => r.problems.push("no primary".into()),
@@ -77,7 +80,11 @@ pub fn decide(
         }
     }
     for (pod, (_, role)) in servers {
-        let label = if Some(pod) == primary.as_ref() { "primary" } else { "secondary" };
+        let label = if Some(pod) == primary.as_ref() {
+            "primary"
+        } else {
+            "secondary"
+        };
         if let ServerRole::Unknown(why) = role {
             r.problems.push(format!("{pod} did not answer: {why}"));
         }
@@ -160,14 +167,24 @@ mod tests {
     fn servers(roles: &[(&str, ServerRole)]) -> BTreeMap<String, (String, ServerRole)> {
         roles
             .iter()
-            .map(|(p, r)| (p.to_string(), (format!("{p}.h.ns.svc.cluster.local"), r.clone())))
+            .map(|(p, r)| {
+                (
+                    p.to_string(),
+                    (format!("{p}.h.ns.svc.cluster.local"), r.clone()),
+                )
+            })
             .collect()
     }
 
     #[test]
     fn healthy_pair_with_agreeing_sentinels() {
         let s = servers(&[
-            ("fdb-falkordb-0", ServerRole::Master { connected_replicas: 1 }),
+            (
+                "fdb-falkordb-0",
+                ServerRole::Master {
+                    connected_replicas: 1,
+                },
+            ),
             ("fdb-falkordb-1", ServerRole::Replica { link_up: true }),
         ]);
         let m = vec!["fdb-falkordb-0.h.ns.svc.cluster.local".to_string(); 3];
@@ -180,8 +197,18 @@ mod tests {
     #[test]
     fn after_failover_the_sentinels_choice_wins_over_a_stale_master() {
         let s = servers(&[
-            ("fdb-falkordb-0", ServerRole::Master { connected_replicas: 0 }),
-            ("fdb-falkordb-1", ServerRole::Master { connected_replicas: 0 }),
+            (
+                "fdb-falkordb-0",
+                ServerRole::Master {
+                    connected_replicas: 0,
+                },
+            ),
+            (
+                "fdb-falkordb-1",
+                ServerRole::Master {
+                    connected_replicas: 0,
+                },
+            ),
         ]);
         let m = vec!["fdb-falkordb-1.h.ns.svc.cluster.local".to_string(); 3];
         let r = decide(&s, &m, 3);
@@ -192,7 +219,12 @@ mod tests {
 
     #[test]
     fn disagreeing_sentinels_are_a_problem() {
-        let s = servers(&[("fdb-falkordb-0", ServerRole::Master { connected_replicas: 1 })]);
+        let s = servers(&[(
+            "fdb-falkordb-0",
+            ServerRole::Master {
+                connected_replicas: 1,
+            },
+        )]);
         let r = decide(&s, &["a".into(), "b".into()], 3);
         assert!(r.problems.iter().any(|p| p.contains("do not agree")));
     }
@@ -200,8 +232,16 @@ mod tests {
     #[test]
     fn parses_info_replication() {
         let t = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n";
-        assert_eq!(parse_replication_info(t), ServerRole::Master { connected_replicas: 2 });
+        assert_eq!(
+            parse_replication_info(t),
+            ServerRole::Master {
+                connected_replicas: 2
+            }
+        );
         let t = "role:slave\r\nmaster_host:x\r\nmaster_link_status:down\r\n";
-        assert_eq!(parse_replication_info(t), ServerRole::Replica { link_up: false });
+        assert_eq!(
+            parse_replication_info(t),
+            ServerRole::Replica { link_up: false }
+        );
     }
 }

@@ -83,7 +83,15 @@ pub fn compute(input: &StatusInput) -> ClusterStatus {
     if let Some(invalid) = &input.invalid {
         st.phase = Some(ClusterPhase::Failed);
         st.message = Some(invalid.clone());
-        conditions::set(&mut st.conditions, READY, "False", "InvalidSpec", invalid, g, now);
+        conditions::set(
+            &mut st.conditions,
+            READY,
+            "False",
+            "InvalidSpec",
+            invalid,
+            g,
+            now,
+        );
         return st;
     }
     let restoring = matches!(input.restore, RestoreState::Running(_));
@@ -121,29 +129,75 @@ pub fn compute(input: &StatusInput) -> ClusterStatus {
     st.message = message.filter(|m| !m.is_empty());
     match &input.restore {
         RestoreState::None => {}
-        RestoreState::Running(m) => {
-            conditions::set(&mut st.conditions, RESTORE, "Unknown", REASON_RESTORE_RUNNING, m, g, now)
-        }
-        RestoreState::Completed(m) => {
-            conditions::set(&mut st.conditions, RESTORE, "True", REASON_RESTORE_COMPLETED, m, g, now)
-        }
-        RestoreState::Failed(m) => {
-            conditions::set(&mut st.conditions, RESTORE, "False", REASON_RESTORE_FAILED, m, g, now)
-        }
+        RestoreState::Running(m) => conditions::set(
+            &mut st.conditions,
+            RESTORE,
+            "Unknown",
+            REASON_RESTORE_RUNNING,
+            m,
+            g,
+            now,
+        ),
+        RestoreState::Completed(m) => conditions::set(
+            &mut st.conditions,
+            RESTORE,
+            "True",
+            REASON_RESTORE_COMPLETED,
+            m,
+            g,
+            now,
+        ),
+        RestoreState::Failed(m) => conditions::set(
+            &mut st.conditions,
+            RESTORE,
+            "False",
+            REASON_RESTORE_FAILED,
+            m,
+            g,
+            now,
+        ),
     }
     if phase == ClusterPhase::Running {
-        conditions::set(&mut st.conditions, READY, "True", "AllComponentsReady", "every component is ready", g, now);
-        conditions::set(&mut st.conditions, AVAILABLE, "True", "PrimaryServing", "the database serves clients", g, now);
+        conditions::set(
+            &mut st.conditions,
+            READY,
+            "True",
+            "AllComponentsReady",
+            "every component is ready",
+            g,
+            now,
+        );
+        conditions::set(
+            &mut st.conditions,
+            AVAILABLE,
+            "True",
+            "PrimaryServing",
+            "the database serves clients",
+            g,
+            now,
+        );
     } else {
         let why = st.message.clone().unwrap_or_else(|| format!("{phase:?}"));
-        conditions::set(&mut st.conditions, READY, "False", &format!("{phase:?}"), &why, g, now);
+        conditions::set(
+            &mut st.conditions,
+            READY,
+            "False",
+            &format!("{phase:?}"),
+            &why,
+            g,
+            now,
+        );
         let serving = input
             .components
             .iter()
             .all(|c| c.workload && c.ready_replicas > 0)
             && !restoring
             && !matches!(input.restore, RestoreState::Failed(_));
-        let (s, r) = if serving { ("True", "PrimaryServing") } else { ("False", "NotServing") };
+        let (s, r) = if serving {
+            ("True", "PrimaryServing")
+        } else {
+            ("False", "NotServing")
+        };
         conditions::set(&mut st.conditions, AVAILABLE, s, r, &why, g, now);
     }
     st
@@ -155,7 +209,13 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     fn comp(name: &str, ready: i32, replicas: i32) -> ComponentObs {
-        ComponentObs { name: name.into(), replicas, ready_replicas: ready, workload: true, problems: vec![] }
+        ComponentObs {
+            name: name.into(),
+            replicas,
+            ready_replicas: ready,
+            workload: true,
+            problems: vec![],
+        }
     }
 
     fn input(restore: RestoreState, comps: Vec<ComponentObs>) -> StatusInput {
@@ -178,18 +238,32 @@ mod tests {
         ));
         assert_eq!(s.phase, Some(ClusterPhase::Creating));
         let r = conditions::get(&s.conditions, RESTORE).expect("restore condition");
-        assert_eq!((r.status.as_str(), r.reason.as_str()), ("Unknown", REASON_RESTORE_RUNNING));
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("Unknown", REASON_RESTORE_RUNNING)
+        );
         let ready = conditions::get(&s.conditions, READY).expect("ready");
         assert_eq!(ready.status, "False");
     }
 
     #[test]
     fn failed_restore_fails_the_cluster_with_the_reason() {
-        let s = compute(&input(RestoreState::Failed("Backup demo/b does not exist".into()), vec![]));
+        let s = compute(&input(
+            RestoreState::Failed("Backup demo/b does not exist".into()),
+            vec![],
+        ));
         assert_eq!(s.phase, Some(ClusterPhase::Failed));
-        assert!(s.message.as_deref().unwrap_or_default().contains("Backup demo/b does not exist"));
+        assert!(
+            s.message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("Backup demo/b does not exist")
+        );
         let r = conditions::get(&s.conditions, RESTORE).expect("restore condition");
-        assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", REASON_RESTORE_FAILED));
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("False", REASON_RESTORE_FAILED)
+        );
     }
 
     #[test]
@@ -210,7 +284,12 @@ mod tests {
         c.problems.push("no primary".into());
         let s = compute(&input(RestoreState::None, vec![c.clone()]));
         assert_eq!(s.phase, Some(ClusterPhase::Creating));
-        assert!(s.components["falkordb"].message.values().any(|m| m == "no primary"));
+        assert!(
+            s.components["falkordb"]
+                .message
+                .values()
+                .any(|m| m == "no primary")
+        );
         let mut i = input(RestoreState::None, vec![c]);
         i.previous.phase = Some(ClusterPhase::Running);
         assert_eq!(compute(&i).phase, Some(ClusterPhase::Abnormal));
@@ -222,6 +301,11 @@ mod tests {
         i.invalid = Some("spec.clusterDef: unknown cluster definition \"x\"".into());
         let s = compute(&i);
         assert_eq!(s.phase, Some(ClusterPhase::Failed));
-        assert!(s.message.as_deref().unwrap_or_default().starts_with("spec.clusterDef"));
+        assert!(
+            s.message
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("spec.clusterDef")
+        );
     }
 }

@@ -27,9 +27,16 @@ async fn set_finalizers(ctx: &Context, c: &Cluster, finalizers: Vec<String>) -> 
     let patch = serde_json::json!({
         "metadata": {"finalizers": finalizers, "resourceVersion": c.resource_version()}
     });
-    api.patch(&c.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube("updating finalizers of", format!("Cluster {ns}/{}", c.name_any())))?;
+    api.patch(
+        &c.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube(
+        "updating finalizers of",
+        format!("Cluster {ns}/{}", c.name_any()),
+    ))?;
     Ok(())
 }
 
@@ -43,7 +50,12 @@ pub async fn ensure_finalizer(ctx: &Context, c: &Cluster) -> Result<()> {
             set_finalizers(ctx, c, f).await
         }
         (false, true) => {
-            let f = c.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            let f = c
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
             set_finalizers(ctx, c, f).await
         }
         _ => Ok(()),
@@ -75,25 +87,41 @@ pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
             // Backups go first; each Backup's own finalizer removes its repo data.
             let backups: Api<Backup> = Api::namespaced(ctx.client.clone(), &ns);
             let lp = ListParams::default().labels(&format!("{}={name}", labels::INSTANCE));
-            let list = backups.list(&lp).await.map_err(Error::kube("listing backups of", format!("Cluster {ns}/{name}")))?;
+            let list = backups.list(&lp).await.map_err(Error::kube(
+                "listing backups of",
+                format!("Cluster {ns}/{name}"),
+            ))?;
             for b in &list.items {
                 if b.meta().deletion_timestamp.is_none() {
                     backups
                         .delete(&b.name_any(), &DeleteParams::background())
                         .await
-                        .map_err(Error::kube("deleting", format!("Backup {ns}/{}", b.name_any())))?;
+                        .map_err(Error::kube(
+                            "deleting",
+                            format!("Backup {ns}/{}", b.name_any()),
+                        ))?;
                     tracing::info!(cluster = %name, backup = %b.name_any(), "WipeOut: deleting backup");
                 }
             }
             if !list.items.is_empty() {
                 return Ok(Action::requeue(std::time::Duration::from_secs(2)));
             }
-            let f = c.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            let f = c
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
             set_finalizers(ctx, c, f).await?;
             Ok(Action::await_change())
         }
         TerminationPolicy::Delete => {
-            let f = c.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+            let f = c
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
             set_finalizers(ctx, c, f).await?;
             Ok(Action::await_change())
         }

@@ -112,7 +112,10 @@ pub fn validate(cluster: &Cluster) -> Result<ValidCluster, Invalid> {
                 ),
             ));
         }
-        if let Some(j) = spec.component_specs[..i].iter().position(|o| o.name == c.name) {
+        if let Some(j) = spec.component_specs[..i]
+            .iter()
+            .position(|o| o.name == c.name)
+        {
             return Err(Invalid::new(
                 format!("spec.componentSpecs[{i}].name"),
                 format!("duplicates spec.componentSpecs[{j}].name {:?}", c.name),
@@ -129,7 +132,10 @@ pub fn validate(cluster: &Cluster) -> Result<ValidCluster, Invalid> {
         else {
             return Err(Invalid::new(
                 "spec.componentSpecs",
-                format!("topology {} needs a component named {:?}", topology.name, def.name),
+                format!(
+                    "topology {} needs a component named {:?}",
+                    topology.name, def.name
+                ),
             ));
         };
         if spec.replicas < def.min_replicas {

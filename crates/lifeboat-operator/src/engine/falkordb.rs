@@ -9,5 +9,5 @@ pub(super) const ENGINE: ReplicationEngine = ReplicationEngine {
         sentinel: "falkordb-sent",
     },
     // The image ships the module at this path; see images/falkordb/Dockerfile.
-    module: Some("/opt/falkordb/lib/falkordb.so"),
+    module: Some("/usr/local/lib/falkordb.so"),
 };

@@ -1,8 +1,7 @@
 //! How a mover Job reaches a BackupRepo: environment, volumes and the repo URL. Pure.
 
 use k8s_openapi::api::core::v1::{
-    EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, SecretKeySelector, Volume,
-    VolumeMount,
+    EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, SecretKeySelector, Volume, VolumeMount,
 };
 use kube::ResourceExt;
 use lifeboat_api::BackupRepo;
@@ -63,7 +62,12 @@ fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
 
 /// The path of a namespace's backups inside a repo, below its prefix.
 pub fn namespace_path(repo: &BackupRepo, namespace: &str) -> String {
-    match repo.spec.path_prefix.as_deref().map(|p| p.trim_matches('/')) {
+    match repo
+        .spec
+        .path_prefix
+        .as_deref()
+        .map(|p| p.trim_matches('/'))
+    {
         Some(p) if !p.is_empty() => format!("{p}/{namespace}"),
         _ => namespace.to_owned(),
     }
@@ -145,7 +149,10 @@ mod tests {
             "r",
             BackupRepoSpec {
                 storage_provider_ref: provider.into(),
-                config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                config: config
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 credential: cred.then(|| SecretReference {
                     name: Some("creds".into()),
                     namespace: Some("lifeboat-system".into()),
@@ -158,20 +165,38 @@ mod tests {
 
     #[test]
     fn s3_access_uses_env_and_never_arguments() {
-        let a = access(&repo("minio", &[("bucket", "b"), ("endpoint", "http://m:9000")], true), "demo")
-            .expect("access");
-        let by: std::collections::BTreeMap<_, _> = a.env.iter().map(|e| (e.name.as_str(), e)).collect();
-        assert_eq!(by["LIFEBOAT_REPO"].value.as_deref(), Some("s3://b/backups/demo"));
-        assert!(by["AWS_SECRET_ACCESS_KEY"].value.is_none(), "secret comes from a Secret ref");
+        let a = access(
+            &repo(
+                "minio",
+                &[("bucket", "b"), ("endpoint", "http://m:9000")],
+                true,
+            ),
+            "demo",
+        )
+        .expect("access");
+        let by: std::collections::BTreeMap<_, _> =
+            a.env.iter().map(|e| (e.name.as_str(), e)).collect();
+        assert_eq!(
+            by["LIFEBOAT_REPO"].value.as_deref(),
+            Some("s3://b/backups/demo")
+        );
+        assert!(
+            by["AWS_SECRET_ACCESS_KEY"].value.is_none(),
+            "secret comes from a Secret ref"
+        );
         assert!(a.volumes.is_empty());
     }
 
     #[test]
     fn missing_settings_name_the_field() {
-        let e = access(&repo("s3", &[("endpoint", "http://m")], true), "demo").expect_err("no bucket");
+        let e =
+            access(&repo("s3", &[("endpoint", "http://m")], true), "demo").expect_err("no bucket");
         assert!(e.to_string().contains("spec.config.bucket"), "{e}");
-        let e = access(&repo("s3", &[("bucket", "b"), ("endpoint", "e")], false), "demo")
-            .expect_err("no credential");
+        let e = access(
+            &repo("s3", &[("bucket", "b"), ("endpoint", "e")], false),
+            "demo",
+        )
+        .expect_err("no credential");
         assert!(e.to_string().contains("spec.credential"), "{e}");
     }
 
@@ -180,7 +205,10 @@ mod tests {
         let a = access(&repo("pvc", &[], false), "demo").expect("access");
         assert_eq!(a.env[0].value.as_deref(), Some("file:///repo/backups/demo"));
         assert_eq!(
-            a.volumes[0].persistent_volume_claim.as_ref().map(|p| p.claim_name.as_str()),
+            a.volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.as_str()),
             Some("lifeboat-repo-r")
         );
     }

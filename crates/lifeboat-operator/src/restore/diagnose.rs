@@ -65,7 +65,10 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
             if reason == "CreateContainerConfigError" {
                 return Some(Stuck {
                     terminal: true,
-                    message: format!("pod {name}: container {} cannot start ({reason}: {msg})", cs.name),
+                    message: format!(
+                        "pod {name}: container {} cannot start ({reason}: {msg})",
+                        cs.name
+                    ),
                 });
             }
             if reason == "CrashLoopBackOff" {
@@ -80,7 +83,10 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
         if ev.reason == "FailedMount" && volume_gone(&ev.message) {
             return Some(Stuck {
                 terminal: true,
-                message: format!("pod {name}: kubelet cannot mount its volume: {}", ev.message),
+                message: format!(
+                    "pod {name}: kubelet cannot mount its volume: {}",
+                    ev.message
+                ),
             });
         }
     }
@@ -106,13 +112,13 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
             message: format!("pod {name} cannot be scheduled: {msg}"),
         });
     }
-    if let Some(ev) = events.iter().rev().find(|e| e.reason == "FailedScheduling") {
-        if status.phase.as_deref() == Some("Pending") {
-            return Some(Stuck {
-                terminal: volume_gone(&ev.message),
-                message: format!("pod {name} cannot be scheduled: {}", ev.message),
-            });
-        }
+    if let Some(ev) = events.iter().rev().find(|e| e.reason == "FailedScheduling")
+        && status.phase.as_deref() == Some("Pending")
+    {
+        return Some(Stuck {
+            terminal: volume_gone(&ev.message),
+            message: format!("pod {name} cannot be scheduled: {}", ev.message),
+        });
     }
     None
 }
@@ -139,7 +145,11 @@ mod tests {
         }]}));
         let s = diagnose(&p, &[]).expect("stuck");
         assert!(s.terminal);
-        assert!(s.message.contains("ErrImageNeverPull") && s.message.contains("pod p"), "{}", s.message);
+        assert!(
+            s.message.contains("ErrImageNeverPull") && s.message.contains("pod p"),
+            "{}",
+            s.message
+        );
     }
 
     #[test]
@@ -150,7 +160,10 @@ mod tests {
         }]}));
         let s = diagnose(&p, &[]).expect("stuck");
         assert!(s.terminal, "{s:?}");
-        assert!(s.message.contains("persistentvolumeclaim \"data-x-0\" not found"));
+        assert!(
+            s.message
+                .contains("persistentvolumeclaim \"data-x-0\" not found")
+        );
     }
 
     #[test]
@@ -177,7 +190,9 @@ mod tests {
 
     #[test]
     fn a_running_pod_is_not_stuck() {
-        let p = pod(json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}));
+        let p = pod(
+            json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}),
+        );
         assert_eq!(diagnose(&p, &[]), None);
     }
 }

@@ -99,7 +99,10 @@ pub fn intent(
             }
             let p = &r.parameters;
             let param = |k: &str| format!("spec.restore.parameters[{k}]");
-            let policy = match p.get(labels::PARAM_VOLUME_RESTORE_POLICY).map(String::as_str) {
+            let policy = match p
+                .get(labels::PARAM_VOLUME_RESTORE_POLICY)
+                .map(String::as_str)
+            {
                 None | Some("Parallel") => VolumeClaimRestorePolicy::Parallel,
                 Some("Serial") => VolumeClaimRestorePolicy::Serial,
                 Some(other) => {
@@ -156,13 +159,17 @@ pub fn intent(
                     None => {
                         return Err(Invalid::new(
                             field,
-                            format!("names component {component:?}, which this Cluster does not have"),
+                            format!(
+                                "names component {component:?}, which this Cluster does not have"
+                            ),
                         ));
                     }
                     Some(c) if c.def.kind != crate::engine::ComponentKind::Data => {
                         return Err(Invalid::new(
                             field,
-                            format!("names component {component:?}, which holds no data to restore"),
+                            format!(
+                                "names component {component:?}, which holds no data to restore"
+                            ),
                         ));
                     }
                     Some(_) => {}
@@ -264,14 +271,17 @@ mod tests {
         .expect("valid")
         .expect("restore");
         assert_eq!(s.components[0].policy, VolumeClaimRestorePolicy::Serial);
-        assert_eq!(s.components[0].prepare_data_deadline, Duration::from_secs(90));
+        assert_eq!(
+            s.components[0].prepare_data_deadline,
+            Duration::from_secs(90)
+        );
         assert_eq!(s.components[0].post_ready_deadline, D.post_ready);
     }
 
     #[test]
     fn bad_parameters_name_the_field() {
-        let e = run(&with_spec(&[(labels::PARAM_PREPARE_DATA_DEADLINE, "soon")]))
-            .expect_err("invalid");
+        let e =
+            run(&with_spec(&[(labels::PARAM_PREPARE_DATA_DEADLINE, "soon")])).expect_err("invalid");
         assert!(e.field.contains(labels::PARAM_PREPARE_DATA_DEADLINE), "{e}");
         let e = run(&with_spec(&[(labels::PARAM_RESTORE_ENV, "{")])).expect_err("invalid");
         assert!(e.field.contains(labels::PARAM_RESTORE_ENV), "{e}");

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{
-    BackupRef, PrepareDataConfig, RestoreDeadlines, RestoreSpec, RestoreVolumeClaim,
-    RestoreObjectMeta,
+    BackupRef, PrepareDataConfig, RestoreDeadlines, RestoreObjectMeta, RestoreSpec,
+    RestoreVolumeClaim,
 };
 use lifeboat_api::{Cluster, Restore, labels};
 
@@ -34,11 +34,7 @@ fn env(name: &str, value: impl Into<String>) -> EnvVar {
 }
 
 /// The Restore object of a component's restore, owned by the Cluster.
-pub fn restore_object(
-    cluster: &Cluster,
-    comp: &ValidComponent,
-    req: &ComponentRestore,
-) -> Restore {
+pub fn restore_object(cluster: &Cluster, comp: &ValidComponent, req: &ComponentRestore) -> Restore {
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
     let template = comp
@@ -92,9 +88,16 @@ pub fn restore_object(
 /// StatefulSet may claim it too).
 pub fn data_pvc(cluster: &Cluster, comp: &ValidComponent, ordinal: i32) -> PersistentVolumeClaim {
     let name = cluster.name_any();
-    let template = comp.spec.volume_claim_templates.iter().find(|t| t.name == "data");
+    let template = comp
+        .spec
+        .volume_claim_templates
+        .iter()
+        .find(|t| t.name == "data");
     let mut labels = selector_labels(&name, &comp.spec.name, None);
-    labels.insert(RESTORE_LABEL.into(), naming::restore(&name, &comp.spec.name));
+    labels.insert(
+        RESTORE_LABEL.into(),
+        naming::restore(&name, &comp.spec.name),
+    );
     PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(naming::data_pvc(&name, &comp.spec.name, ordinal)),
@@ -124,10 +127,19 @@ pub struct JobInput<'a> {
     pub backup_path: &'a str,
 }
 
-fn job(input: &JobInput<'_>, name: String, deadline_secs: u64, container: Container, volumes: Vec<Volume>) -> Job {
+fn job(
+    input: &JobInput<'_>,
+    name: String,
+    deadline_secs: u64,
+    container: Container,
+    volumes: Vec<Volume>,
+) -> Job {
     let cluster = input.cluster.name_any();
     let mut labels = selector_labels(&cluster, &input.comp.spec.name, None);
-    labels.insert(RESTORE_LABEL.into(), naming::restore(&cluster, &input.comp.spec.name));
+    labels.insert(
+        RESTORE_LABEL.into(),
+        naming::restore(&cluster, &input.comp.spec.name),
+    );
     Job {
         metadata: ObjectMeta {
             name: Some(name),

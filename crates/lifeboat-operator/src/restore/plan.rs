@@ -12,7 +12,9 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use lifeboat_api::conditions::{self, CHECK_BACKUP_REPO, POST_READY, PREPARE_DATA, VALIDATION_PASSED};
+use lifeboat_api::conditions::{
+    self, CHECK_BACKUP_REPO, POST_READY, PREPARE_DATA, VALIDATION_PASSED,
+};
 use lifeboat_api::dataprotection::v1alpha1::{
     RestoreActionStatus, RestorePhase, RestoreStatus, RestoreStatusAction, RestoreStatusActions,
     RestoreVerification, VolumeClaimRestorePolicy,
@@ -118,22 +120,38 @@ impl Plan {
         st.phase = Some(RestorePhase::Failed);
         st.completion_timestamp = Some(now.clone());
         if let Some(start) = &st.start_timestamp {
-            st.duration = Some(duration::format(Duration::from_secs(secs_between(start, now))));
+            st.duration = Some(duration::format(Duration::from_secs(secs_between(
+                start, now,
+            ))));
         }
-        conditions::set(&mut st.conditions, condition, "False", "Failed", &message, None, now);
+        conditions::set(
+            &mut st.conditions,
+            condition,
+            "False",
+            "Failed",
+            &message,
+            None,
+            now,
+        );
         self.failed = Some(message);
     }
 }
 
 fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAction {
     let (status, message) = if job.succeeded {
-        (RestoreActionStatus::Completed, format!("Job/{} completed", job.name))
+        (
+            RestoreActionStatus::Completed,
+            format!("Job/{} completed", job.name),
+        )
     } else if let Some(f) = &job.failed {
         (RestoreActionStatus::Failed, f.clone())
     } else if let Some(s) = &job.stuck {
         (RestoreActionStatus::Processing, s.message.clone())
     } else {
-        (RestoreActionStatus::Processing, format!("Job/{} is processing", job.name))
+        (
+            RestoreActionStatus::Processing,
+            format!("Job/{} is processing", job.name),
+        )
     };
     RestoreStatusAction {
         name: name.to_owned(),
@@ -174,11 +192,31 @@ pub fn plan(input: &Input<'_>) -> Plan {
             p.status.phase = Some(RestorePhase::Running);
             p.status.start_timestamp = Some(now.clone());
             let st = &mut p.status.conditions;
-            conditions::set(st, VALIDATION_PASSED, "True", "Validated", "the Backup, its repo and the Cluster fit", None, now);
-            conditions::set(st, CHECK_BACKUP_REPO, "True", "Ready", "the backup repo is Ready", None, now);
+            conditions::set(
+                st,
+                VALIDATION_PASSED,
+                "True",
+                "Validated",
+                "the Backup, its repo and the Cluster fit",
+                None,
+                now,
+            );
+            conditions::set(
+                st,
+                CHECK_BACKUP_REPO,
+                "True",
+                "Ready",
+                "the backup repo is Ready",
+                None,
+                now,
+            );
         }
     }
-    let started = p.status.start_timestamp.clone().unwrap_or_else(|| now.clone());
+    let started = p
+        .status
+        .start_timestamp
+        .clone()
+        .unwrap_or_else(|| now.clone());
     let backup = input.req.backup_name.as_str();
 
     // --- prepareData ---
@@ -227,12 +265,20 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 match &job {
                     Some(j) => {
                         if let Some(f) = &j.failed {
-                            p.fail(now, PREPARE_DATA, format!("prepareData Job/{} failed: {f}", j.name));
+                            p.fail(
+                                now,
+                                PREPARE_DATA,
+                                format!("prepareData Job/{} failed: {f}", j.name),
+                            );
                             return p;
                         }
                         if let Some(s) = &j.stuck {
                             if s.terminal {
-                                p.fail(now, PREPARE_DATA, format!("prepareData Job/{}: {}", j.name, s.message));
+                                p.fail(
+                                    now,
+                                    PREPARE_DATA,
+                                    format!("prepareData Job/{}: {}", j.name, s.message),
+                                );
                                 return p;
                             }
                             first_stuck.get_or_insert_with(|| s.message.clone());
@@ -249,19 +295,35 @@ pub fn plan(input: &Input<'_>) -> Plan {
                     }
                 }
             }
-            p.status.actions.get_or_insert_with(RestoreStatusActions::default).prepare_data = actions;
+            p.status
+                .actions
+                .get_or_insert_with(RestoreStatusActions::default)
+                .prepare_data = actions;
             if !all_done {
                 let limit = input.req.prepare_data_deadline;
                 if secs_between(&started, now) > limit.as_secs() {
                     let why = first_stuck.unwrap_or_else(|| "its Jobs are still running".into());
-                    p.fail(now, PREPARE_DATA, format!(
-                        "prepareData did not finish within its deadline of {}: {why}",
-                        duration::format(limit)
-                    ));
+                    p.fail(
+                        now,
+                        PREPARE_DATA,
+                        format!(
+                            "prepareData did not finish within its deadline of {}: {why}",
+                            duration::format(limit)
+                        ),
+                    );
                     return p;
                 }
-                let msg = first_stuck.unwrap_or_else(|| "writing the backup into the data volumes".into());
-                conditions::set(&mut p.status.conditions, PREPARE_DATA, "False", "Processing", &msg, None, now);
+                let msg = first_stuck
+                    .unwrap_or_else(|| "writing the backup into the data volumes".into());
+                conditions::set(
+                    &mut p.status.conditions,
+                    PREPARE_DATA,
+                    "False",
+                    "Processing",
+                    &msg,
+                    None,
+                    now,
+                );
                 return p;
             }
             conditions::set(
@@ -283,42 +345,89 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let over = secs_between(&prepared, now) > limit.as_secs();
     if let Some(j) = &input.verify_job {
         let mut a = action("postReady-verify", backup, j, now);
-        if let Some(out) = &j.output {
-            if let Ok(v) = serde_json::from_str::<RestoreVerification>(out) {
-                p.status.verification = Some(v);
-            }
+        if let Some(v) = j
+            .output
+            .as_deref()
+            .and_then(|out| serde_json::from_str::<RestoreVerification>(out).ok())
+        {
+            p.status.verification = Some(v);
         }
         if j.succeeded {
             a.message = Some("the live dataset matches the backup's manifest".into());
         }
-        p.status.actions.get_or_insert_with(RestoreStatusActions::default).post_ready = vec![a];
+        p.status
+            .actions
+            .get_or_insert_with(RestoreStatusActions::default)
+            .post_ready = vec![a];
         if j.succeeded {
             let st = &mut p.status;
             st.phase = Some(RestorePhase::Completed);
             st.completion_timestamp = Some(now.clone());
-            st.duration = Some(duration::format(Duration::from_secs(secs_between(&started, now))));
-            conditions::set(&mut st.conditions, POST_READY, "True", "Verified", "the live dataset matches the backup's manifest", None, now);
+            st.duration = Some(duration::format(Duration::from_secs(secs_between(
+                &started, now,
+            ))));
+            conditions::set(
+                &mut st.conditions,
+                POST_READY,
+                "True",
+                "Verified",
+                "the live dataset matches the backup's manifest",
+                None,
+                now,
+            );
             p.open_gates = true;
             p.completed = true;
             return p;
         }
         if let Some(f) = &j.failed {
-            p.fail(now, POST_READY, format!("verification Job/{} failed: {f}", j.name));
+            p.fail(
+                now,
+                POST_READY,
+                format!("verification Job/{} failed: {f}", j.name),
+            );
             return p;
         }
         if let Some(s) = j.stuck.as_ref().filter(|s| s.terminal) {
-            p.fail(now, POST_READY, format!("verification Job/{}: {}", j.name, s.message));
+            p.fail(
+                now,
+                POST_READY,
+                format!("verification Job/{}: {}", j.name, s.message),
+            );
             return p;
         }
         if over {
-            let why = j.stuck.as_ref().map(|s| s.message.clone()).unwrap_or_else(|| format!("Job/{} is still running", j.name));
-            p.fail(now, POST_READY, format!("postReady did not finish within its deadline of {}: {why}", duration::format(limit)));
+            let why = j
+                .stuck
+                .as_ref()
+                .map(|s| s.message.clone())
+                .unwrap_or_else(|| format!("Job/{} is still running", j.name));
+            p.fail(
+                now,
+                POST_READY,
+                format!(
+                    "postReady did not finish within its deadline of {}: {why}",
+                    duration::format(limit)
+                ),
+            );
             return p;
         }
-        conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", "verifying the live dataset against the backup's manifest", None, now);
+        conditions::set(
+            &mut p.status.conditions,
+            POST_READY,
+            "False",
+            "Processing",
+            "verifying the live dataset against the backup's manifest",
+            None,
+            now,
+        );
         return p;
     }
-    if let Some(s) = input.pods.iter().filter_map(|pod| pod.stuck.as_ref()).find(|s| s.terminal) {
+    if let Some(s) = input
+        .pods
+        .iter()
+        .filter_map(|pod| pod.stuck.as_ref())
+        .find(|s| s.terminal)
+    {
         p.fail(now, POST_READY, s.message.clone());
         return p;
     }
@@ -326,19 +435,44 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let want = usize::try_from(input.replicas).unwrap_or(0);
     if input.workload_exists && ready >= want && want > 0 {
         p.create_verify_job = true;
-        conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", "starting verification of the live dataset", None, now);
+        conditions::set(
+            &mut p.status.conditions,
+            POST_READY,
+            "False",
+            "Processing",
+            "starting verification of the live dataset",
+            None,
+            now,
+        );
         return p;
     }
     let waiting = input
         .pods
         .iter()
         .find_map(|pod| pod.stuck.as_ref().map(|s| s.message.clone()))
-        .unwrap_or_else(|| format!("{ready} of {want} database pods have started on the restored data"));
+        .unwrap_or_else(|| {
+            format!("{ready} of {want} database pods have started on the restored data")
+        });
     if over {
-        p.fail(now, POST_READY, format!("postReady did not finish within its deadline of {}: {waiting}", duration::format(limit)));
+        p.fail(
+            now,
+            POST_READY,
+            format!(
+                "postReady did not finish within its deadline of {}: {waiting}",
+                duration::format(limit)
+            ),
+        );
         return p;
     }
-    conditions::set(&mut p.status.conditions, POST_READY, "False", "Processing", &waiting, None, now);
+    conditions::set(
+        &mut p.status.conditions,
+        POST_READY,
+        "False",
+        "Processing",
+        &waiting,
+        None,
+        now,
+    );
     p
 }
 
@@ -364,11 +498,21 @@ mod tests {
     }
 
     fn pvc(i: i32, exists: bool) -> PvcObs {
-        PvcObs { name: format!("data-fdb-falkordb-{i}"), exists, deleting: false }
+        PvcObs {
+            name: format!("data-fdb-falkordb-{i}"),
+            exists,
+            deleting: false,
+        }
     }
 
     fn job(i: i32, succeeded: bool) -> Option<JobObs> {
-        Some(JobObs { name: format!("fdb-falkordb-prepare-{i}"), succeeded, started: Some(at(1)), finished: succeeded.then(|| at(5)), ..Default::default() })
+        Some(JobObs {
+            name: format!("fdb-falkordb-prepare-{i}"),
+            succeeded,
+            started: Some(at(1)),
+            finished: succeeded.then(|| at(5)),
+            ..Default::default()
+        })
     }
 
     fn input<'a>(r: &'a ComponentRestore, now: i64) -> Input<'a> {
@@ -443,8 +587,16 @@ mod tests {
         i.prepare_jobs = vec![job(0, true), job(1, true)];
         i.workload_exists = true;
         i.pods = vec![
-            PodObs { name: "fdb-falkordb-0".into(), containers_ready: true, stuck: None },
-            PodObs { name: "fdb-falkordb-1".into(), containers_ready: true, stuck: None },
+            PodObs {
+                name: "fdb-falkordb-0".into(),
+                containers_ready: true,
+                stuck: None,
+            },
+            PodObs {
+                name: "fdb-falkordb-1".into(),
+                containers_ready: true,
+                stuck: None,
+            },
         ];
         let p5 = step(i.clone(), &p4);
         assert!(p5.create_verify_job);
@@ -452,14 +604,21 @@ mod tests {
         assert_eq!(p5.status.phase, Some(RestorePhase::Running));
 
         i.now = at(30);
-        i.verify_job = Some(JobObs { name: "fdb-falkordb-verify".into(), succeeded: true, ..Default::default() });
+        i.verify_job = Some(JobObs {
+            name: "fdb-falkordb-verify".into(),
+            succeeded: true,
+            ..Default::default()
+        });
         let p6 = step(i, &p5);
         assert!(p6.open_gates && p6.completed);
         assert_eq!(p6.status.phase, Some(RestorePhase::Completed));
         assert_eq!(p6.status.duration.as_deref(), Some("30s"));
         let prep = &p6.status.actions.as_ref().expect("actions").prepare_data;
         assert_eq!(prep.len(), 2);
-        assert!(prep.iter().all(|a| a.status == RestoreActionStatus::Completed));
+        assert!(
+            prep.iter()
+                .all(|a| a.status == RestoreActionStatus::Completed)
+        );
     }
 
     #[test]
@@ -484,12 +643,22 @@ mod tests {
         let r = req(VolumeClaimRestorePolicy::Parallel);
         let p1 = plan(&input(&r, 0));
         let mut i = input(&r, 5);
-        i.pvcs = vec![PvcObs { name: "data-fdb-falkordb-0".into(), exists: true, deleting: true }, pvc(1, true)];
+        i.pvcs = vec![
+            PvcObs {
+                name: "data-fdb-falkordb-0".into(),
+                exists: true,
+                deleting: true,
+            },
+            pvc(1, true),
+        ];
         i.prepare_jobs = vec![job(0, false), job(1, false)];
         let p = step(i, &p1);
         assert_eq!(p.status.phase, Some(RestorePhase::Failed));
         let msg = p.failed.expect("failed");
-        assert!(msg.contains("data-fdb-falkordb-0") && msg.contains("being deleted"), "{msg}");
+        assert!(
+            msg.contains("data-fdb-falkordb-0") && msg.contains("being deleted"),
+            "{msg}"
+        );
         assert!(!p.workload_allowed);
     }
 
@@ -497,19 +666,31 @@ mod tests {
     fn stuck_job_fails_at_the_deadline_quoting_the_scheduler() {
         let r = req(VolumeClaimRestorePolicy::Parallel);
         let p1 = plan(&input(&r, 0));
-        let stuck = Stuck { terminal: false, message: "pod x cannot be scheduled: 0/1 nodes are available".into() };
+        let stuck = Stuck {
+            terminal: false,
+            message: "pod x cannot be scheduled: 0/1 nodes are available".into(),
+        };
         let mut j = job(0, false);
-        if let Some(j) = j.as_mut() { j.stuck = Some(stuck); }
+        if let Some(j) = j.as_mut() {
+            j.stuck = Some(stuck);
+        }
         let mut i = input(&r, 100);
         i.pvcs = vec![pvc(0, true), pvc(1, true)];
         i.prepare_jobs = vec![j.clone(), job(1, true)];
         let p2 = step(i.clone(), &p1);
-        assert_eq!(p2.status.phase, Some(RestorePhase::Running), "before the deadline it waits");
+        assert_eq!(
+            p2.status.phase,
+            Some(RestorePhase::Running),
+            "before the deadline it waits"
+        );
         i.now = at(601);
         let p3 = step(i, &p2);
         assert_eq!(p3.status.phase, Some(RestorePhase::Failed));
         let msg = p3.failed.expect("failed");
-        assert!(msg.contains("within its deadline of 10m0s") && msg.contains("0/1 nodes"), "{msg}");
+        assert!(
+            msg.contains("within its deadline of 10m0s") && msg.contains("0/1 nodes"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -517,22 +698,38 @@ mod tests {
         let r = req(VolumeClaimRestorePolicy::Parallel);
         let p1 = plan(&input(&r, 0));
         let mut j = job(0, false);
-        if let Some(j) = j.as_mut() { j.failed = Some("BackoffLimitExceeded: checksum mismatch".into()); }
+        if let Some(j) = j.as_mut() {
+            j.failed = Some("BackoffLimitExceeded: checksum mismatch".into());
+        }
         let mut i = input(&r, 5);
         i.pvcs = vec![pvc(0, true), pvc(1, true)];
         i.prepare_jobs = vec![j, job(1, true)];
         let p = step(i, &p1);
-        assert!(p.failed.as_deref().unwrap_or_default().contains("checksum mismatch"));
+        assert!(
+            p.failed
+                .as_deref()
+                .unwrap_or_default()
+                .contains("checksum mismatch")
+        );
 
         let mut i = input(&r, 20);
         i.pvcs = vec![pvc(0, true), pvc(1, true)];
         i.prepare_jobs = vec![job(0, true), job(1, true)];
         i.workload_exists = true;
-        i.verify_job = Some(JobObs { name: "v".into(), failed: Some("mismatch: db0 expected 10 keys, found 0".into()), ..Default::default() });
+        i.verify_job = Some(JobObs {
+            name: "v".into(),
+            failed: Some("mismatch: db0 expected 10 keys, found 0".into()),
+            ..Default::default()
+        });
         let p = step(i, &p1);
         assert_eq!(p.status.phase, Some(RestorePhase::Failed));
         assert!(!p.open_gates);
-        assert!(p.failed.as_deref().unwrap_or_default().contains("expected 10 keys"));
+        assert!(
+            p.failed
+                .as_deref()
+                .unwrap_or_default()
+                .contains("expected 10 keys")
+        );
     }
 
     #[test]
@@ -545,13 +742,24 @@ mod tests {
         let p2 = step(i.clone(), &p1);
         assert!(p2.workload_allowed);
         i.workload_exists = true;
-        i.pods = vec![PodObs { name: "fdb-falkordb-0".into(), containers_ready: false, stuck: None }];
+        i.pods = vec![PodObs {
+            name: "fdb-falkordb-0".into(),
+            containers_ready: false,
+            stuck: None,
+        }];
         i.now = at(700);
         let p3 = step(i.clone(), &p2);
         assert_eq!(p3.status.phase, Some(RestorePhase::Running));
         i.now = at(801);
         let p4 = step(i, &p3);
         assert_eq!(p4.status.phase, Some(RestorePhase::Failed));
-        assert!(p4.failed.as_deref().unwrap_or_default().contains("0 of 2 database pods"), "{:?}", p4.failed);
+        assert!(
+            p4.failed
+                .as_deref()
+                .unwrap_or_default()
+                .contains("0 of 2 database pods"),
+            "{:?}",
+            p4.failed
+        );
     }
 }

@@ -26,7 +26,11 @@ pub fn check(
         let granted = backup
             .annotations()
             .get(RESTORE_GRANT)
-            .map(|v| v.split(',').map(str::trim).any(|n| n == cluster_ns || n == "*"))
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .any(|n| n == cluster_ns || n == "*")
+            })
             .unwrap_or(false);
         if !granted {
             return Err(format!(
@@ -39,7 +43,9 @@ pub fn check(
     match status.phase {
         Some(BackupPhase::Completed) => {}
         other => {
-            let phase = other.map(|p| format!("{p:?}")).unwrap_or_else(|| "New".into());
+            let phase = other
+                .map(|p| format!("{p:?}"))
+                .unwrap_or_else(|| "New".into());
             return Err(format!("{what} is {phase}, not Completed"));
         }
     }
@@ -111,7 +117,9 @@ pub fn check(
                 Err(format!(
                     "BackupRepo {} of {what} is not Ready ({}): {}",
                     r.name_any(),
-                    st.phase.map(|p| format!("{p:?}")).unwrap_or_else(|| "unchecked".into()),
+                    st.phase
+                        .map(|p| format!("{p:?}"))
+                        .unwrap_or_else(|| "unchecked".into()),
                     st.message.unwrap_or_default()
                 ))
             }
@@ -192,7 +200,11 @@ mod tests {
         r
     }
 
-    fn run(r: &ComponentRestore, b: Option<&Backup>, repo: Option<&BackupRepo>) -> Result<(), String> {
+    fn run(
+        r: &ComponentRestore,
+        b: Option<&Backup>,
+        repo: Option<&BackupRepo>,
+    ) -> Result<(), String> {
         let c = field_report_cluster();
         check(r, "demo", &validate(&c).expect("valid"), b, repo)
     }
@@ -200,7 +212,10 @@ mod tests {
     #[test]
     fn a_completed_backup_in_a_ready_repo_passes() {
         let b = backup(BackupPhase::Completed, 1000);
-        assert_eq!(run(&req("demo"), Some(&b), Some(&repo(BackupRepoPhase::Ready))), Ok(()));
+        assert_eq!(
+            run(&req("demo"), Some(&b), Some(&repo(BackupRepoPhase::Ready))),
+            Ok(())
+        );
     }
 
     #[test]
@@ -208,11 +223,19 @@ mod tests {
         let ready = repo(BackupRepoPhase::Ready);
         let e = run(&req("demo"), None, Some(&ready)).expect_err("missing");
         assert!(e.contains("Backup demo/b does not exist"), "{e}");
-        let e = run(&req("demo"), Some(&backup(BackupPhase::Running, 1)), Some(&ready))
-            .expect_err("running");
+        let e = run(
+            &req("demo"),
+            Some(&backup(BackupPhase::Running, 1)),
+            Some(&ready),
+        )
+        .expect_err("running");
         assert!(e.contains("is Running, not Completed"), "{e}");
-        let e = run(&req("demo"), Some(&backup(BackupPhase::Completed, 1 << 30)), Some(&ready))
-            .expect_err("too big");
+        let e = run(
+            &req("demo"),
+            Some(&backup(BackupPhase::Completed, 1 << 30)),
+            Some(&ready),
+        )
+        .expect_err("too big");
         assert!(e.contains("volumeClaimTemplates[data] requests 1Gi"), "{e}");
         let e = run(
             &req("demo"),
@@ -220,8 +243,12 @@ mod tests {
             Some(&repo(BackupRepoPhase::Failed)),
         )
         .expect_err("repo");
-        assert!(e.contains("BackupRepo repo") && e.contains("connection refused"), "{e}");
-        let e = run(&req("demo"), Some(&backup(BackupPhase::Completed, 1)), None).expect_err("no repo");
+        assert!(
+            e.contains("BackupRepo repo") && e.contains("connection refused"),
+            "{e}"
+        );
+        let e =
+            run(&req("demo"), Some(&backup(BackupPhase::Completed, 1)), None).expect_err("no repo");
         assert!(e.contains("does not exist"), "{e}");
     }
 
@@ -232,7 +259,8 @@ mod tests {
         b.metadata.namespace = Some("prod".into());
         let e = run(&req("prod"), Some(&b), Some(&ready)).expect_err("no grant");
         assert!(e.contains(RESTORE_GRANT), "{e}");
-        b.annotations_mut().insert(RESTORE_GRANT.into(), "staging, demo".into());
+        b.annotations_mut()
+            .insert(RESTORE_GRANT.into(), "staging, demo".into());
         assert_eq!(run(&req("prod"), Some(&b), Some(&ready)), Ok(()));
     }
 
@@ -242,7 +270,8 @@ mod tests {
         if let Some(d) = b.status.as_mut().and_then(|s| s.dataset.as_mut()) {
             d.engine = "redis".into();
         }
-        let e = run(&req("demo"), Some(&b), Some(&repo(BackupRepoPhase::Ready))).expect_err("engine");
+        let e =
+            run(&req("demo"), Some(&b), Some(&repo(BackupRepoPhase::Ready))).expect_err("engine");
         assert!(e.contains("holds a redis dataset"), "{e}");
     }
 

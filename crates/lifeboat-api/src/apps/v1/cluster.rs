@@ -49,7 +49,10 @@ use serde::{Deserialize, Serialize};
 pub struct ClusterSpec {
     /// The ClusterDefinition this cluster is built from: `falkordb` or `redis`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 63), regex(pattern = r"^[a-z0-9]([a-z0-9\.\-]*[a-z0-9])?$"))]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^[a-z0-9]([a-z0-9\.\-]*[a-z0-9])?$")
+    )]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.clusterDef is immutable"))]
     pub cluster_def: Option<String>,
 
@@ -99,7 +102,10 @@ pub enum TerminationPolicy {
 pub struct ClusterComponentSpec {
     /// The component's name, unique within the Cluster. For FalkorDB: `falkordb` (data) and
     /// `falkordb-sent` (sentinel).
-    #[schemars(length(min = 1, max = 22), regex(pattern = r"^[a-z]([a-z0-9\-]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 22),
+        regex(pattern = r"^[a-z]([a-z0-9\-]*[a-z0-9])?$")
+    )]
     pub name: String,
 
     /// The ComponentDefinition to use. Defaults to the one the cluster definition's topology

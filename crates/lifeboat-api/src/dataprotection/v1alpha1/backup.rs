@@ -15,16 +15,41 @@ use super::{BackupTarget, BackupTimeRange, DatasetFingerprint, ParameterPair};
     namespaced,
     status = "BackupStatus",
     category = "kubeblocks",
-    printcolumn(name = "POLICY", type_ = "string", json_path = ".spec.backupPolicyName", priority = 1),
+    printcolumn(
+        name = "POLICY",
+        type_ = "string",
+        json_path = ".spec.backupPolicyName",
+        priority = 1
+    ),
     printcolumn(name = "METHOD", type_ = "string", json_path = ".spec.backupMethod"),
     printcolumn(name = "REPO", type_ = "string", json_path = ".status.backupRepoName"),
     printcolumn(name = "STATUS", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "TOTAL-SIZE", type_ = "string", json_path = ".status.totalSize"),
     printcolumn(name = "DURATION", type_ = "string", json_path = ".status.duration"),
-    printcolumn(name = "DELETION-POLICY", type_ = "string", json_path = ".spec.deletionPolicy", priority = 1),
-    printcolumn(name = "CREATION-TIME", type_ = "string", json_path = ".metadata.creationTimestamp", priority = 1),
-    printcolumn(name = "COMPLETION-TIME", type_ = "string", json_path = ".status.completionTimestamp", priority = 1),
-    printcolumn(name = "EXPIRATION-TIME", type_ = "string", json_path = ".status.expiration", priority = 1)
+    printcolumn(
+        name = "DELETION-POLICY",
+        type_ = "string",
+        json_path = ".spec.deletionPolicy",
+        priority = 1
+    ),
+    printcolumn(
+        name = "CREATION-TIME",
+        type_ = "string",
+        json_path = ".metadata.creationTimestamp",
+        priority = 1
+    ),
+    printcolumn(
+        name = "COMPLETION-TIME",
+        type_ = "string",
+        json_path = ".status.completionTimestamp",
+        priority = 1
+    ),
+    printcolumn(
+        name = "EXPIRATION-TIME",
+        type_ = "string",
+        json_path = ".status.expiration",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BackupSpec {

@@ -19,9 +19,17 @@ use super::BackupTarget;
     namespaced,
     status = "BackupPolicyStatus",
     category = "kubeblocks",
-    printcolumn(name = "BACKUP-REPO", type_ = "string", json_path = ".spec.backupRepoName"),
+    printcolumn(
+        name = "BACKUP-REPO",
+        type_ = "string",
+        json_path = ".spec.backupRepoName"
+    ),
     printcolumn(name = "STATUS", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "AGE",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
@@ -113,4 +121,3 @@ pub struct BackupPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
-

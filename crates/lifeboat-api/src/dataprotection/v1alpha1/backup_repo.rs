@@ -22,10 +22,22 @@ use serde::{Deserialize, Serialize};
     status = "BackupRepoStatus",
     category = "kubeblocks",
     printcolumn(name = "STATUS", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "STORAGE-PROVIDER", type_ = "string", json_path = ".spec.storageProviderRef"),
-    printcolumn(name = "ACCESS-METHOD", type_ = "string", json_path = ".spec.accessMethod"),
+    printcolumn(
+        name = "STORAGE-PROVIDER",
+        type_ = "string",
+        json_path = ".spec.storageProviderRef"
+    ),
+    printcolumn(
+        name = "ACCESS-METHOD",
+        type_ = "string",
+        json_path = ".spec.accessMethod"
+    ),
     printcolumn(name = "DEFAULT", type_ = "boolean", json_path = ".status.isDefault"),
-    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "AGE",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct BackupRepoSpec {

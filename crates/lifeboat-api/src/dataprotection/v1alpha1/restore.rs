@@ -20,11 +20,26 @@ use super::{ConnectionCredential, DatasetFingerprint, ParameterPair};
     status = "RestoreStatus",
     category = "kubeblocks",
     printcolumn(name = "BACKUP", type_ = "string", json_path = ".spec.backup.name"),
-    printcolumn(name = "RESTORE-TIME", type_ = "string", json_path = ".spec.restoreTime", priority = 1),
+    printcolumn(
+        name = "RESTORE-TIME",
+        type_ = "string",
+        json_path = ".spec.restoreTime",
+        priority = 1
+    ),
     printcolumn(name = "STATUS", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "DURATION", type_ = "string", json_path = ".status.duration"),
-    printcolumn(name = "CREATION-TIME", type_ = "string", json_path = ".metadata.creationTimestamp", priority = 1),
-    printcolumn(name = "COMPLETION-TIME", type_ = "string", json_path = ".status.completionTimestamp", priority = 1)
+    printcolumn(
+        name = "CREATION-TIME",
+        type_ = "string",
+        json_path = ".metadata.creationTimestamp",
+        priority = 1
+    ),
+    printcolumn(
+        name = "COMPLETION-TIME",
+        type_ = "string",
+        json_path = ".status.completionTimestamp",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
