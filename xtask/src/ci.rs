@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::paths::workspace_root;
 use crate::run::{stage, status};
+use crate::{crdgen, deploy, helm, testbed};
 
 #[derive(Args)]
 pub struct CiArgs {
@@ -24,10 +25,37 @@ fn cargo(args: &[&str]) -> Result<()> {
 pub fn run(args: CiArgs) -> Result<()> {
     stage("fmt", || cargo(&["fmt", "--all", "--check"]))?;
     stage("clippy", || {
-        cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ])
     })?;
-    stage("crd drift", || crate::crdgen::run_check())?;
-    stage("tests", || cargo(&["test", "--workspace", "--locked"]))?;
-    let _ = args.no_testbed;
+    stage("crd drift", crdgen::run_check)?;
+    stage("helm chart drift", helm::check)?;
+    // Unit tests, and the mover's tests against real FalkorDB and MinIO servers they start.
+    stage("tests", || {
+        cargo(&[
+            "test",
+            "--workspace",
+            "--locked",
+            "--exclude",
+            "lifeboat-e2e",
+        ])
+    })?;
+    if args.no_testbed {
+        return Ok(());
+    }
+    stage("testbed up", testbed::up)?;
+    stage("testbed images", testbed::images)?;
+    deploy::operator()?;
+    testbed::run_e2e("smoke", 2)?;
+    testbed::run_e2e("crds", 2)?;
+    testbed::run_e2e("cluster", 1)?;
+    testbed::run_e2e("restore", 1)?;
     Ok(())
 }

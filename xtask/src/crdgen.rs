@@ -27,7 +27,10 @@ pub fn run(args: CrdgenArgs) -> Result<()> {
         lifeboat_api::crds::stale_files(&rendered, |f| std::fs::read_to_string(dir.join(f)).ok());
     if args.check {
         if !stale.is_empty() {
-            bail!("deploy/crds is stale for {}: run `cargo xtask crdgen`", stale.join(", "));
+            bail!(
+                "deploy/crds is stale for {}: run `cargo xtask crdgen`",
+                stale.join(", ")
+            );
         }
         return Ok(());
     }

@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod crdgen;
 mod demo;
+mod deploy;
 mod helm;
 mod paths;
 mod run;

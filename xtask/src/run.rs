@@ -16,7 +16,9 @@ pub fn cmd(program: &str, args: &[&str]) -> Result<()> {
 pub fn status(c: &mut Command) -> Result<()> {
     let line = format!("{c:?}");
     eprintln!("+ {line}");
-    let st = c.status().with_context(|| format!("could not start {line}"))?;
+    let st = c
+        .status()
+        .with_context(|| format!("could not start {line}"))?;
     if !st.success() {
         bail!("command failed ({st}): {line}");
     }

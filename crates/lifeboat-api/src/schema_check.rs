@@ -219,3 +219,8 @@ fn structural(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation
         _ => {}
     }
 }
+
+/// Parses a YAML document into JSON, for callers that check manifests from files.
+pub fn yaml_to_json(text: &str) -> Result<Value, serde_yaml::Error> {
+    serde_yaml::from_str(text)
+}

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod kubeapi;
 pub mod metrics;
+pub mod mover_output;
 pub mod naming;
 pub mod repo;
 pub mod restore;

@@ -25,11 +25,11 @@ use lifeboat_api::dataprotection::v1alpha1::{
 };
 use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, labels};
 
-use super::result;
 use crate::cluster::build::{DATA_DIR, password_env};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::mover_output::{self, BackupLine};
 use crate::restore::diagnose;
 use crate::{duration, kubeapi, naming, repo};
 
@@ -476,7 +476,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
                 .unwrap_or_default(),
             None => String::new(),
         };
-        let Some(res) = logs.lines().rev().find_map(result::parse) else {
+        let Some(res) = mover_output::last::<BackupLine>(&logs) else {
             return fail(
                 ctx,
                 b,
@@ -489,7 +489,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         let cluster_def = b.labels().get("app.kubernetes.io/name").cloned();
         st.phase = Some(BackupPhase::Completed);
         st.completion_timestamp = Some(completed.clone());
-        st.total_size = Some(res.total_size.to_string());
+        st.total_size = Some(res.stored_size.to_string());
         if let Some(start) = &st.start_timestamp {
             let secs = u64::try_from(completed.0.as_second() - start.0.as_second()).unwrap_or(0);
             st.duration = Some(duration::format(Duration::from_secs(secs)));
@@ -508,10 +508,10 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
             engine: cluster_def.unwrap_or_else(|| "falkordb".into()),
             topology: None,
             component,
-            manifest_path: res.backup,
-            manifest_format_version: res.format_version,
-            data_bytes: res.data_bytes,
-            fingerprint: res.fingerprint,
+            manifest_path: res.backup_name.clone(),
+            manifest_format_version: 1,
+            data_bytes: i64::try_from(res.total_size).unwrap_or(i64::MAX),
+            fingerprint: (&res.fingerprint).into(),
         });
         write_status(ctx, b, &st).await?;
         Metrics::outcome(&ctx.metrics.backups, "completed");

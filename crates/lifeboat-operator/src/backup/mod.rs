@@ -3,4 +3,3 @@
 
 pub mod controller;
 pub mod policy;
-pub mod result;

@@ -228,7 +228,7 @@ pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
     // Each server is verified on its own: a replica that has not synced, or a primary that lost
     // keys, both fail the restore.
     let script = "set -e; for h in $LIFEBOAT_VERIFY_HOSTS; do \
-                  lifeboat-mover verify --redis-host \"$h\"; done";
+                  lifeboat-mover verify --host \"$h\"; done";
     let container = Container {
         name: "verify".into(),
         image: Some(input.image.to_owned()),

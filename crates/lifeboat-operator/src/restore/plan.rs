@@ -17,7 +17,7 @@ use lifeboat_api::conditions::{
 };
 use lifeboat_api::dataprotection::v1alpha1::{
     RestoreActionStatus, RestorePhase, RestoreStatus, RestoreStatusAction, RestoreStatusActions,
-    RestoreVerification, VolumeClaimRestorePolicy,
+    VolumeClaimRestorePolicy,
 };
 
 use super::diagnose::Stuck;
@@ -348,9 +348,9 @@ pub fn plan(input: &Input<'_>) -> Plan {
         if let Some(v) = j
             .output
             .as_deref()
-            .and_then(|out| serde_json::from_str::<RestoreVerification>(out).ok())
+            .and_then(crate::mover_output::last::<crate::mover_output::VerifyLine>)
         {
-            p.status.verification = Some(v);
+            p.status.verification = Some(v.to_status(None));
         }
         if j.succeeded {
             a.message = Some("the live dataset matches the backup's manifest".into());

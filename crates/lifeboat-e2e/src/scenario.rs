@@ -1,0 +1,371 @@
+//! The field report's scenario, shared by the restore tests and `lifeboat-demo`: a FalkorDB
+//! replication Cluster with data, a `datafile` Backup into a repo, and a Cluster restored from it,
+//! watched throughout for any moment where Lifeboat would lie.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, RestorePhase};
+use lifeboat_api::{Backup, BackupRepo, Cluster, ClusterPhase, Restore};
+use serde_json::{Value, json};
+
+use crate::lifeboat::*;
+use crate::{TestNamespace, poll};
+
+/// How long a Backup may take on the bed.
+pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a restore may take on the bed.
+pub const RESTORE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Creates (or keeps) a cluster-scoped `pvc` BackupRepo and waits until it is Ready.
+pub async fn pvc_repo(client: &Client, name: &str) -> Result<BackupRepo> {
+    let api: Api<BackupRepo> = Api::all(client.clone());
+    if api.get_opt(name).await?.is_none() {
+        let repo: BackupRepo = serde_json::from_value(json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+            "kind": "BackupRepo",
+            "metadata": {"name": name},
+            "spec": {
+                "storageProviderRef": "pvc",
+                "pvReclaimPolicy": "Delete",
+                "volumeCapacity": "5Gi",
+                "config": {"accessMode": "ReadWriteOnce"}
+            }
+        }))?;
+        api.create(&PostParams::default(), &repo)
+            .await
+            .context("creating the BackupRepo")?;
+    }
+    poll(
+        &format!("BackupRepo {name} to be Ready"),
+        Duration::from_secs(60),
+        || async {
+            let r = api.get(name).await?;
+            let st = r.status.clone().unwrap_or_default();
+            Ok(
+                if st.phase == Some(lifeboat_api::dataprotection::v1alpha1::BackupRepoPhase::Ready)
+                {
+                    Ok(r)
+                } else {
+                    Err(format!("{:?}: {:?}", st.phase, st.message))
+                },
+            )
+        },
+    )
+    .await
+}
+
+/// What a test wrote, to compare after the restore.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Keys per database index.
+    pub keys: BTreeMap<u32, u64>,
+    /// The rows of the graph query, as redis-cli prints them.
+    pub graph_rows: String,
+}
+
+/// The query whose rows must come back identical.
+pub const GRAPH_QUERY: &str = "GRAPH.RO_QUERY social \"MATCH (a:Person)-[:KNOWS]->(b:Person) RETURN a.name, b.name ORDER BY a.name, b.name\"";
+
+/// Writes `per_db` keys into databases 0, 1 and 2 (with `value_bytes` each) and a small graph,
+/// through the primary.
+pub async fn write_dataset(
+    ns: &TestNamespace,
+    cluster: &str,
+    per_db: u64,
+    value_bytes: usize,
+) -> Result<Written> {
+    let pods: Api<Pod> = ns.api();
+    let primary = poll("one primary label", Duration::from_secs(60), || {
+        primary_pod(ns, cluster)
+    })
+    .await?;
+    let mut written = Written::default();
+    for db in 0u32..3 {
+        // One server-side loop per database: fast, and needs no DEBUG command.
+        let script = format!(
+            "\"for i=1,tonumber(ARGV[1]) do redis.call('SET', 'db{db}:'..i, string.rep('x', tonumber(ARGV[2]))) end return 1\""
+        );
+        redis_cli(
+            &pods,
+            &primary,
+            &format!("-n {db} EVAL {script} 0 {per_db} {value_bytes}"),
+        )
+        .await?;
+        written.keys.insert(db, per_db);
+    }
+    redis_cli(
+        &pods,
+        &primary,
+        "GRAPH.QUERY social \"UNWIND range(1, 50) AS i CREATE (:Person {name: 'p' + toString(i)})-[:KNOWS]->(:Person {name: 'q' + toString(i)})\"",
+    )
+    .await?;
+    *written.keys.entry(0).or_default() += 1;
+    written.graph_rows = redis_cli(&pods, &primary, GRAPH_QUERY).await?;
+    ensure!(
+        written.graph_rows.contains("p1"),
+        "graph query returned no rows: {}",
+        written.graph_rows
+    );
+    Ok(written)
+}
+
+/// Takes a `datafile` Backup of `cluster` and waits until it is Completed.
+pub async fn backup(ns: &TestNamespace, cluster: &str, name: &str) -> Result<Backup> {
+    ns.create::<Backup>(json!({
+        "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+        "kind": "Backup",
+        "metadata": {"name": name},
+        "spec": {"backupPolicyName": format!("{cluster}-falkordb-backup-policy"), "backupMethod": "datafile"}
+    }))
+    .await?;
+    let api: Api<Backup> = ns.api();
+    poll(
+        &format!("Backup {name} to complete"),
+        BACKUP_TIMEOUT,
+        || async {
+            let b = api.get(name).await?;
+            let st = b.status.clone().unwrap_or_default();
+            match st.phase {
+                Some(BackupPhase::Completed) => Ok(Ok(b)),
+                Some(BackupPhase::Failed) => Err(anyhow::anyhow!(
+                    "Backup {name} failed: {}",
+                    st.failure_reason.unwrap_or_default()
+                )),
+                p => Ok(Err(format!("phase {p:?}"))),
+            }
+        },
+    )
+    .await
+}
+
+/// How a restored Cluster asks for its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `spec.restore`.
+    Spec,
+    /// The deprecated annotation.
+    Annotation,
+}
+
+/// The field report's restored Cluster, asking for `backup` through `entry`.
+pub fn restored_cluster(
+    name: &str,
+    ns: &str,
+    backup: &str,
+    entry: Entry,
+    policy: &str,
+    data: i32,
+) -> Value {
+    let mut m = falkordb_cluster(name, "Delete", data);
+    match entry {
+        Entry::Spec => {
+            m["spec"]["restore"] = json!({
+                "source": {"apiGroup": "dataprotection.kubeblocks.io", "kind": "Backup", "name": backup, "namespace": ns},
+                "parameters": {"dataprotection.kubeblocks.io/volume-restore-policy": policy}
+            });
+        }
+        Entry::Annotation => {
+            let a = json!({"falkordb": {"name": backup, "namespace": ns, "volumeRestorePolicy": policy}});
+            m["metadata"]["annotations"] =
+                json!({"kubeblocks.io/restore-from-backup": a.to_string()});
+        }
+    }
+    m
+}
+
+/// Watches a restoring Cluster and records every moment it lies: a data pod Ready before the
+/// Restore completed, or the Cluster `Running` while its Restore is not `Completed`.
+pub struct LieWatcher {
+    violations: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LieWatcher {
+    /// Starts watching Cluster `cluster` in `ns`.
+    pub fn start(client: Client, ns: &str, cluster: &str) -> Self {
+        let violations = Arc::new(Mutex::new(Vec::new()));
+        let v = violations.clone();
+        let (ns, cluster) = (ns.to_owned(), cluster.to_owned());
+        let task = tokio::spawn(async move {
+            let restores: Api<Restore> = Api::namespaced(client.clone(), &ns);
+            let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let restore_name = format!("{cluster}-falkordb-restore");
+            let restore_done = |r: Option<Restore>| {
+                r.and_then(|r| r.status).and_then(|s| s.phase) == Some(RestorePhase::Completed)
+            };
+            let sel = format!(
+                "app.kubernetes.io/instance={cluster},apps.kubeblocks.io/component-name=falkordb"
+            );
+            let pod_events = watcher(pods, watcher::Config::default().labels(&sel))
+                .applied_objects()
+                .map(|e| e.map(Either::Pod));
+            let cluster_events = watcher(
+                clusters,
+                watcher::Config::default().fields(&format!("metadata.name={cluster}")),
+            )
+            .applied_objects()
+            .map(|e| e.map(Either::Cluster));
+            let mut events = futures::stream::select(pod_events, cluster_events).boxed();
+            while let Some(ev) = events.next().await {
+                let Ok(ev) = ev else { continue };
+                // Read the Restore fresh: the watch event must be judged against the state
+                // Lifeboat had committed when it happened, not a cached one.
+                let done = restore_done(restores.get_opt(&restore_name).await.ok().flatten());
+                let lie = match ev {
+                    Either::Pod(p) => {
+                        let ready = p
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|cs| {
+                                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            });
+                        (ready && !done).then(|| {
+                            format!(
+                                "pod {} is Ready before Restore {restore_name} completed",
+                                p.name_any()
+                            )
+                        })
+                    }
+                    Either::Cluster(c) => {
+                        let running =
+                            c.status.as_ref().and_then(|s| s.phase) == Some(ClusterPhase::Running);
+                        (running && !done).then(|| format!("Cluster {cluster} is Running while Restore {restore_name} is not Completed"))
+                    }
+                };
+                if let Some(l) = lie
+                    && let Ok(mut g) = v.lock()
+                {
+                    g.push(l);
+                }
+            }
+        });
+        Self { violations, task }
+    }
+
+    /// Stops watching; fails listing every lie seen.
+    pub fn finish(self) -> Result<()> {
+        self.task.abort();
+        let v = self
+            .violations
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default();
+        if !v.is_empty() {
+            bail!("the restore lied {} time(s): {}", v.len(), v.join("; "));
+        }
+        Ok(())
+    }
+}
+
+enum Either {
+    Pod(Pod),
+    Cluster(Cluster),
+}
+
+/// Checks the restored Cluster holds what was written: key counts per database on the primary,
+/// the same graph rows, the replica's copy, and sentinels agreeing on the master.
+pub async fn assert_restored(ns: &TestNamespace, cluster: &str, want: &Written) -> Result<()> {
+    let pods: Api<Pod> = ns.api();
+    let primary = poll("one primary label", Duration::from_secs(60), || {
+        primary_pod(ns, cluster)
+    })
+    .await?;
+    for (db, n) in &want.keys {
+        let size = redis_cli(&pods, &primary, &format!("-n {db} DBSIZE")).await?;
+        ensure!(
+            size.trim() == n.to_string(),
+            "db{db} on {primary}: DBSIZE {} but {n} keys were backed up",
+            size.trim()
+        );
+    }
+    let rows = redis_cli(&pods, &primary, GRAPH_QUERY).await?;
+    ensure!(
+        rows == want.graph_rows,
+        "graph rows differ on {primary}:\n{rows}\nvs backed up:\n{}",
+        want.graph_rows
+    );
+    for p in component_pods(ns, cluster, "falkordb").await? {
+        let name = p.name_any();
+        if name == primary {
+            continue;
+        }
+        poll(
+            &format!("replica {name} to hold the data"),
+            Duration::from_secs(60),
+            || async {
+                let size = redis_cli(&pods, &name, "-n 0 DBSIZE").await?;
+                let want0 = want.keys.get(&0).copied().unwrap_or(0);
+                Ok(if size.trim() == want0.to_string() {
+                    Ok(())
+                } else {
+                    Err(format!("db0 DBSIZE {}", size.trim()))
+                })
+            },
+        )
+        .await?;
+    }
+    let mut masters = Vec::new();
+    for s in component_pods(ns, cluster, "falkordb-sent").await? {
+        let out = sentinel_cli(
+            &pods,
+            &s.name_any(),
+            &format!("SENTINEL get-master-addr-by-name {cluster}-falkordb"),
+        )
+        .await?;
+        masters.push(out.lines().next().unwrap_or_default().to_owned());
+    }
+    ensure!(
+        !masters.is_empty() && masters.iter().all(|m| m.starts_with(&primary)),
+        "sentinels {masters:?} do not agree on primary {primary}"
+    );
+    Ok(())
+}
+
+/// The restore's stage timings and verification, for reports.
+pub async fn restore_report(ns: &TestNamespace, cluster: &str) -> Result<String> {
+    let api: Api<Restore> = ns.api();
+    let r = api.get(&format!("{cluster}-falkordb-restore")).await?;
+    let st = r.status.unwrap_or_default();
+    let mut out = format!(
+        "Restore {}: phase {:?}, duration {}\n",
+        r.metadata.name.unwrap_or_default(),
+        st.phase,
+        st.duration.unwrap_or_default()
+    );
+    let secs =
+        |a: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+         b: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| match (a, b) {
+            (Some(a), Some(b)) => format!("{}s", b.0.as_second() - a.0.as_second()),
+            _ => "-".into(),
+        };
+    if let Some(actions) = st.actions {
+        for a in actions.prepare_data.iter().chain(actions.post_ready.iter()) {
+            out.push_str(&format!(
+                "  {:<20} {:<40} {:?} {}\n",
+                a.name,
+                a.object_key,
+                a.status,
+                secs(&a.start_time, &a.end_time)
+            ));
+        }
+    }
+    if let Some(v) = st.verification {
+        out.push_str(&format!(
+            "  verification: matched={} \n    backup: {}\n    live:   {}\n",
+            v.matched,
+            serde_json::to_string(&v.expected).unwrap_or_default(),
+            serde_json::to_string(&v.observed).unwrap_or_default()
+        ));
+    }
+    Ok(out)
+}

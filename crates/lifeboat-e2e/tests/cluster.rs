@@ -1,0 +1,305 @@
+//! The cluster controller on the test bed, asserting on the database: replication, sentinel,
+//! failover, scaling, termination policies and invalid specs. Needs Lifeboat deployed on the bed
+//! (`cargo xtask testbed e2e` does it).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Endpoints, Event, PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use lifeboat_api::{Cluster, ClusterPhase};
+use lifeboat_e2e::lifeboat::*;
+use lifeboat_e2e::{in_namespace, poll};
+use serde_json::json;
+
+#[tokio::test]
+async fn replication_cluster_runs_replicates_and_agrees_on_the_master() -> Result<()> {
+    in_namespace("cluster-basic", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let primary = poll("one primary label", Duration::from_secs(30), || primary_pod(&ns, "fdb")).await?;
+        let info = redis_cli(&pods, &primary, "INFO replication").await?;
+        ensure!(info_field(&info, "role").as_deref() == Some("master"), "primary {primary} is not master: {info}");
+        ensure!(info_field(&info, "connected_slaves").as_deref() == Some("1"), "primary {primary} should have 1 connected replica: {info}");
+
+        let mut masters = Vec::new();
+        for s in component_pods(&ns, "fdb", "falkordb-sent").await? {
+            let name = s.metadata.name.clone().unwrap_or_default();
+            let out = sentinel_cli(&pods, &name, "SENTINEL get-master-addr-by-name fdb-falkordb").await?;
+            masters.push(out.lines().next().unwrap_or_default().to_owned());
+        }
+        ensure!(masters.len() == 3, "expected 3 sentinels, got {masters:?}");
+        ensure!(masters.iter().all(|m| m == &masters[0]), "sentinels disagree: {masters:?}");
+        ensure!(masters[0].starts_with(&primary), "sentinels name {} but the primary label is on {primary}", masters[0]);
+
+        // Write through the client Service; read on the replica.
+        let svc = format!("fdb-falkordb.{}.svc.cluster.local", ns.name);
+        redis_cli(&pods, &primary, &format!("-h {svc} SET lifeboat:e2e hello")).await?;
+        redis_cli(&pods, &primary, &format!("-h {svc} GRAPH.QUERY social \"CREATE (:Person {{name:'ada'}})-[:KNOWS]->(:Person {{name:'bob'}})\"")).await?;
+        let replica = component_pods(&ns, "fdb", "falkordb").await?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .find(|n| n != &primary)
+            .ok_or_else(|| anyhow::anyhow!("no replica pod"))?;
+        poll("the replica to hold the key and the graph", Duration::from_secs(30), || async {
+            let v = redis_cli(&pods, &replica, "GET lifeboat:e2e").await?;
+            let g = redis_cli(&pods, &replica, "GRAPH.RO_QUERY social \"MATCH (a)-[:KNOWS]->(b) RETURN a.name, b.name\"").await?;
+            Ok(if v.trim() == "hello" && g.contains("ada") && g.contains("bob") { Ok(()) } else { Err(format!("GET: {v:?}; graph: {g:?}")) })
+        })
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn primary_deleted_fails_over_and_labels_follow() -> Result<()> {
+    in_namespace("cluster-failover", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let old = poll("one primary label", Duration::from_secs(30), || primary_pod(&ns, "fdb")).await?;
+        let svc = format!("fdb-falkordb.{}.svc.cluster.local", ns.name);
+        redis_cli(&pods, &old, &format!("-h {svc} SET before failover")).await?;
+
+        let t0 = Instant::now();
+        pods.delete(&old, &DeleteParams::default()).await?;
+        let sentinel = component_pods(&ns, "fdb", "falkordb-sent").await?[0].metadata.name.clone().unwrap_or_default();
+        let new_master = poll("sentinel to elect a new master", Duration::from_secs(90), || async {
+            let m = sentinel_cli(&pods, &sentinel, "SENTINEL get-master-addr-by-name fdb-falkordb").await?;
+            let m = m.lines().next().unwrap_or_default().to_owned();
+            Ok(if !m.starts_with(&old) && !m.is_empty() { Ok(m) } else { Err(format!("master still {m}")) })
+        })
+        .await?;
+        let t_sentinel = t0.elapsed();
+        let new_primary = poll("the primary label to move", Duration::from_secs(60), || async {
+            Ok(match primary_pod(&ns, "fdb").await? {
+                Ok(p) if p != old && new_master.starts_with(&p) => Ok(p),
+                Ok(p) => Err(format!("primary label on {p}, sentinel says {new_master}")),
+                Err(e) => Err(e),
+            })
+        })
+        .await?;
+        let t_label = t0.elapsed();
+        let endpoints: Api<Endpoints> = ns.api();
+        poll("the client Service to route to the new primary", Duration::from_secs(30), || async {
+            let ep = endpoints.get_opt("fdb-falkordb").await?;
+            let targets: Vec<String> = ep.and_then(|e| e.subsets).unwrap_or_default().into_iter()
+                .flat_map(|s| s.addresses.unwrap_or_default())
+                .filter_map(|a| a.target_ref.and_then(|r| r.name))
+                .collect();
+            Ok(if targets == vec![new_primary.clone()] { Ok(()) } else { Err(format!("endpoints {targets:?}")) })
+        })
+        .await?;
+        let t_service = t0.elapsed();
+        poll("writes through the Service to succeed", Duration::from_secs(30), || async {
+            Ok(match redis_cli(&pods, &new_primary, &format!("-h {svc} SET after failover")).await {
+                Ok(out) if out.trim() == "OK" => Ok(()),
+                Ok(out) => Err(out),
+                Err(e) => Err(e.to_string()),
+            })
+        })
+        .await?;
+        let t_write = t0.elapsed();
+        let v = redis_cli(&pods, &new_primary, "GET before").await?;
+        ensure!(v.trim() == "failover", "data written before the failover is gone: {v:?}");
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let t_running = t0.elapsed();
+        eprintln!(
+            "failover timings: sentinel elected {:.1}s, role label {:.1}s, service endpoint {:.1}s, writes {:.1}s, Cluster Running again {:.1}s",
+            t_sentinel.as_secs_f64(), t_label.as_secs_f64(), t_service.as_secs_f64(), t_write.as_secs_f64(), t_running.as_secs_f64()
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn scale_out_syncs_existing_data_and_scale_in_works() -> Result<()> {
+    in_namespace("cluster-scale", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let primary = poll("one primary label", Duration::from_secs(30), || primary_pod(&ns, "fdb")).await?;
+        redis_cli(&pods, &primary, "SET scale me").await?;
+        let clusters: Api<Cluster> = ns.api();
+        let patch = json!({"spec": {"componentSpecs": [
+            {"name": "falkordb", "replicas": 3, "volumeClaimTemplates": falkordb_cluster("x", "Delete", 3)["spec"]["componentSpecs"][0]["volumeClaimTemplates"]},
+            falkordb_cluster("x", "Delete", 3)["spec"]["componentSpecs"][1]
+        ]}});
+        clusters.patch("fdb", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        poll("the third replica to hold the data", CLUSTER_TIMEOUT, || async {
+            Ok(match redis_cli(&pods, "fdb-falkordb-2", "GET scale").await {
+                Ok(v) if v.trim() == "me" => Ok(()),
+                Ok(v) => Err(format!("GET scale on fdb-falkordb-2: {v:?}")),
+                Err(e) => Err(e.to_string()),
+            })
+        })
+        .await?;
+        poll("the primary to see 2 replicas", Duration::from_secs(60), || async {
+            let info = redis_cli(&pods, &primary, "INFO replication").await?;
+            Ok(if info_field(&info, "connected_slaves").as_deref() == Some("2") { Ok(()) } else { Err(info) })
+        })
+        .await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let mut back = patch.clone();
+        back["spec"]["componentSpecs"][0]["replicas"] = json!(2);
+        clusters.patch("fdb", &PatchParams::default(), &Patch::Merge(&back)).await?;
+        poll("the third pod to go", Duration::from_secs(120), || async {
+            Ok(match pods.get_opt("fdb-falkordb-2").await? { None => Ok(()), Some(p) => Err(lifeboat_e2e::pod_summary(&p)) })
+        })
+        .await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        Ok(())
+    })
+    .await
+}
+
+async fn pvc_names(ns: &lifeboat_e2e::TestNamespace) -> Result<Vec<String>> {
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    Ok(pvcs
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect())
+}
+
+#[tokio::test]
+async fn termination_policies_do_what_they_say() -> Result<()> {
+    in_namespace("cluster-termination", |ns| async move {
+        let clusters: Api<Cluster> = ns.api();
+        // DoNotTerminate: deletion is refused, with a Warning event, and nothing is removed.
+        create_cluster(&ns, falkordb_cluster("keep", "DoNotTerminate", 2)).await?;
+        wait_phase(&ns, "keep", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let before = pvc_names(&ns).await?;
+        clusters.delete("keep", &DeleteParams::default()).await?;
+        let events: Api<Event> = ns.api();
+        poll(
+            "a DeletionRefused event",
+            Duration::from_secs(60),
+            || async {
+                let list = events.list(&ListParams::default()).await?;
+                Ok(
+                    if list
+                        .items
+                        .iter()
+                        .any(|e| e.reason.as_deref() == Some("DeletionRefused"))
+                    {
+                        Ok(())
+                    } else {
+                        Err("no event yet".into())
+                    },
+                )
+            },
+        )
+        .await?;
+        ensure!(
+            clusters.get_opt("keep").await?.is_some(),
+            "a DoNotTerminate Cluster was deleted"
+        );
+        let sts: Api<StatefulSet> = ns.api();
+        ensure!(
+            sts.get_opt("keep-falkordb").await?.is_some(),
+            "the StatefulSet of a DoNotTerminate Cluster was removed"
+        );
+        ensure!(
+            pvc_names(&ns).await? == before,
+            "PVCs changed under DoNotTerminate"
+        );
+        // Switching the policy lets the deletion proceed.
+        clusters
+            .patch(
+                "keep",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"terminationPolicy": "Delete"}})),
+            )
+            .await?;
+        poll("the Cluster to go", Duration::from_secs(120), || async {
+            Ok(match clusters.get_opt("keep").await? {
+                None => Ok(()),
+                Some(c) => Err(cluster_summary(&c)),
+            })
+        })
+        .await?;
+        poll(
+            "its PVCs to go with the Delete policy",
+            Duration::from_secs(120),
+            || async {
+                let left: Vec<String> = pvc_names(&ns)
+                    .await?
+                    .into_iter()
+                    .filter(|n| n.contains("-keep-"))
+                    .collect();
+                Ok(if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("PVCs left: {left:?}"))
+                })
+            },
+        )
+        .await?;
+        // WipeOut removes everything too.
+        create_cluster(&ns, falkordb_cluster("wipe", "WipeOut", 2)).await?;
+        wait_phase(&ns, "wipe", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        clusters.delete("wipe", &DeleteParams::default()).await?;
+        poll(
+            "the WipeOut Cluster and its PVCs to go",
+            Duration::from_secs(180),
+            || async {
+                let left: Vec<String> = pvc_names(&ns)
+                    .await?
+                    .into_iter()
+                    .filter(|n| n.contains("-wipe-"))
+                    .collect();
+                let exists = clusters.get_opt("wipe").await?.is_some();
+                Ok(if left.is_empty() && !exists {
+                    Ok(())
+                } else {
+                    Err(format!("cluster exists: {exists}; PVCs left: {left:?}"))
+                })
+            },
+        )
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn invalid_cluster_fails_naming_the_field_and_creates_nothing() -> Result<()> {
+    in_namespace("cluster-invalid", |ns| async move {
+        let mut m = falkordb_cluster("bad", "Delete", 2);
+        m["spec"]["componentSpecs"][1]["replicas"] = json!(1);
+        create_cluster(&ns, m).await?;
+        let c = wait_phase(&ns, "bad", ClusterPhase::Failed, Duration::from_secs(60)).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("spec.componentSpecs[1].replicas"),
+            "message does not name the field: {msg}"
+        );
+        let mut m = falkordb_cluster("nodef", "Delete", 2);
+        m["spec"]["clusterDef"] = json!("mongodb");
+        create_cluster(&ns, m).await?;
+        let c = wait_phase(&ns, "nodef", ClusterPhase::Failed, Duration::from_secs(60)).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("spec.clusterDef"),
+            "message does not name the field: {msg}"
+        );
+        let sts: Api<StatefulSet> = ns.api();
+        let list = sts.list(&ListParams::default()).await?;
+        ensure!(
+            list.items.is_empty(),
+            "an invalid Cluster created StatefulSets: {:?}",
+            list.items
+                .iter()
+                .map(|s| s.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,344 @@
+//! `lifeboat-mover backup`: a consistent copy of a running server, streamed into the repo.
+//!
+//! The consistent point is a BGSAVE: the Job mounts the server's data volume on the same node
+//! (KubeBlocks' `datafile` method does the same) and reads the RDB the fork wrote. The
+//! alternative, acting as a replica and reading the replication stream, would need a RESP
+//! replication client that the redis crate does not provide and that we will not hand-write.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::Utc;
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::error::{Error, Result};
+use crate::fingerprint::Fingerprint;
+use crate::manifest::{
+    self, Compression, Consistency, FORMAT_VERSION, Manifest, OBJECTS_DIR, ObjectEntry, Role,
+    Source,
+};
+use crate::repo::{Repo, RepoArgs};
+use crate::server::{Server, ServerArgs};
+use crate::stream;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackupArgs {
+    /// Name of the backup to create; it must not exist yet.
+    #[arg(long, env = "LIFEBOAT_BACKUP_NAME")]
+    pub backup: String,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The server's data directory as mounted in this container. Defaults to the server's own
+    /// `CONFIG GET dir`, which is right when both mount the volume at the same path.
+    #[arg(long, env = "LIFEBOAT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// zstd level (1-22).
+    #[arg(long, env = "LIFEBOAT_COMPRESSION_LEVEL", default_value_t = 3,
+          value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub compression_level: i32,
+    /// zstd worker threads; 0 = one per available CPU.
+    #[arg(long, env = "LIFEBOAT_COMPRESSION_THREADS", default_value_t = 0)]
+    pub compression_threads: u32,
+    /// Seconds to wait for BGSAVE to complete (per attempt).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub bgsave_timeout: u64,
+    /// BGSAVE rounds to try before giving up on a dataset that keeps changing.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+}
+
+/// The one JSON line `backup` prints on stdout; the operator parses it from the Job log.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSummary {
+    pub backup_name: String,
+    pub repo: String,
+    pub total_size: u64,
+    pub stored_size: u64,
+    pub object_count: usize,
+    pub fingerprint: Fingerprint,
+    pub duration_seconds: f64,
+    /// Part of the duration spent reaching the consistent point (fingerprints and BGSAVE).
+    pub snapshot_seconds: f64,
+    /// Part of the duration spent compressing and storing objects.
+    pub transfer_seconds: f64,
+    pub attempts: u32,
+}
+
+struct Snapshot {
+    fingerprint: Fingerprint,
+    attempts: u32,
+    source: Source,
+    files: Vec<(String, Role, PathBuf, std::fs::File)>,
+}
+
+pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
+    let t0 = Instant::now();
+    let started_at = Utc::now();
+    manifest::validate_backup_name(&args.backup)?;
+    let repo = Repo::open(&args.repo)?;
+    if repo.manifest_exists(&args.backup).await? {
+        return Err(Error::BackupExists {
+            backup: args.backup.clone(),
+            repo: repo.display.clone(),
+        });
+    }
+    let opts = args.server.opts()?;
+    let a = args.clone();
+    let snap = tokio::task::spawn_blocking(move || snapshot(&a, &opts))
+        .await
+        .map_err(|e| Error::Internal(format!("snapshot task failed: {e}")))??;
+    let snapshot_seconds = t0.elapsed().as_secs_f64();
+    let t_transfer = Instant::now();
+    info!(fingerprint = %snap.fingerprint.summary(), attempts = snap.attempts, "consistent point taken");
+
+    let workers = match args.compression_threads {
+        0 => stream::default_workers(),
+        n => n as usize,
+    };
+    let mut objects = Vec::new();
+    for (name, role, path, file) in snap.files {
+        let key = format!("{OBJECTS_DIR}/{name}.zst");
+        let location = repo.object_path(&args.backup, &key);
+        let s = stream::upload(
+            &repo,
+            &location,
+            file,
+            &path,
+            args.compression_level,
+            workers,
+        )
+        .await?;
+        info!(object = %name, size = s.size, stored = s.stored_size, "stored");
+        objects.push(ObjectEntry {
+            name,
+            role,
+            key,
+            size: s.size,
+            sha256: s.sha256,
+            stored_size: s.stored_size,
+            stored_sha256: s.stored_sha256,
+        });
+    }
+    let m = Manifest {
+        format_version: FORMAT_VERSION,
+        backup_name: args.backup.clone(),
+        started_at,
+        completed_at: Utc::now(),
+        source: snap.source,
+        compression: Compression {
+            algorithm: "zstd".into(),
+            level: args.compression_level,
+            frame_size: stream::FRAME_SIZE as u64,
+        },
+        checksum_algorithm: "sha256".into(),
+        total_size: objects.iter().map(|o| o.size).sum(),
+        stored_size: objects.iter().map(|o| o.stored_size).sum(),
+        objects,
+        fingerprint: snap.fingerprint,
+        consistency: Consistency {
+            method: "bgsave".into(),
+            attempts: snap.attempts,
+        },
+    };
+    m.validate(&args.backup)?;
+    let transfer_seconds = t_transfer.elapsed().as_secs_f64();
+    // Re-checked right before publishing: a concurrent backup of the same name must not be
+    // silently replaced.
+    if repo.manifest_exists(&args.backup).await? {
+        return Err(Error::BackupExists {
+            backup: args.backup.clone(),
+            repo: repo.display.clone(),
+        });
+    }
+    repo.put_manifest(&m).await?;
+    Ok(BackupSummary {
+        backup_name: m.backup_name.clone(),
+        repo: repo.display.clone(),
+        total_size: m.total_size,
+        stored_size: m.stored_size,
+        object_count: m.objects.len(),
+        fingerprint: m.fingerprint.clone(),
+        duration_seconds: t0.elapsed().as_secs_f64(),
+        snapshot_seconds,
+        transfer_seconds,
+        attempts: m.consistency.attempts,
+    })
+}
+
+fn open(path: &FsPath, what: &str) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|e| Error::local_io(what, path, e))
+}
+
+/// Maps a server-side path (from CONFIG GET) into this container's view of the data volume.
+fn rebase(p: &str, server_dir: Option<&str>, data_dir: &FsPath) -> PathBuf {
+    let path = FsPath::new(p);
+    if path.is_relative() {
+        // The server chdir()s into its `dir`, so relative paths are relative to it.
+        return data_dir.join(path);
+    }
+    if let Some(sd) = server_dir
+        && let Ok(rest) = path.strip_prefix(sd)
+    {
+        return data_dir.join(rest);
+    }
+    path.to_path_buf()
+}
+
+fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snapshot> {
+    let bgsave_timeout = Duration::from_secs(args.bgsave_timeout);
+    let mut srv = Server::connect(opts, Instant::now() + bgsave_timeout)?;
+    let redis_version = srv.redis_version()?;
+    let server_dir = srv.config_get("dir")?;
+    let data_dir = match (&args.data_dir, &server_dir) {
+        (Some(d), _) => d.clone(),
+        (None, Some(d)) => PathBuf::from(d),
+        (None, None) => {
+            return Err(Error::Usage(
+                "--data-dir is required: the server does not allow CONFIG GET dir".into(),
+            ));
+        }
+    };
+    let dbfilename = srv
+        .config_get("dbfilename")?
+        .unwrap_or_else(|| "dump.rdb".into());
+    let appenddirname = srv
+        .config_get("appenddirname")?
+        .unwrap_or_else(|| "appendonlydir".into());
+    let appendfilename = srv
+        .config_get("appendfilename")?
+        .unwrap_or_else(|| "appendonly.aof".into());
+    let aclfile = srv.config_get("aclfile")?;
+    let source = Source {
+        server: srv.addr().to_string(),
+        redis_version,
+        falkordb_version: srv.graph_module.clone(),
+        dbfilename: dbfilename.clone(),
+        appenddirname: appenddirname.clone(),
+        appendfilename,
+    };
+    let rdb_path = data_dir.join(&dbfilename);
+    let mut last_diff = String::new();
+    for attempt in 1..=args.attempts {
+        let before = srv.fingerprint()?;
+        // Filesystem timestamps may be coarser than the clock; allow for it.
+        let save_started = SystemTime::now() - Duration::from_secs(2);
+        let save = srv.bgsave(Instant::now() + bgsave_timeout)?;
+        // Holding the descriptor pins this save's file even if a later save renames over it.
+        let rdb = open(&rdb_path, "opening RDB")?;
+        let mtime = rdb
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::local_io("reading RDB metadata", &rdb_path, e))?;
+        if mtime < save_started {
+            return Err(Error::Usage(format!(
+                "RDB {} was not written by the BGSAVE just completed on {} (it is older); is --data-dir the server's data directory?",
+                rdb_path.display(),
+                srv.addr()
+            )));
+        }
+        if srv.current_save()? != save {
+            warn!(
+                attempt,
+                "another save replaced the RDB before it was opened; retrying"
+            );
+            last_diff = "another save replaced the RDB".into();
+            continue;
+        }
+        let after = srv.fingerprint()?;
+        let diff = before.differences(&after);
+        if diff.is_empty() {
+            let mut files = vec![(dbfilename.clone(), Role::Rdb, rdb_path.clone(), rdb)];
+            files.extend(extra_files(
+                &data_dir,
+                &appenddirname,
+                aclfile.as_deref(),
+                server_dir.as_deref(),
+            )?);
+            return Ok(Snapshot {
+                fingerprint: after,
+                attempts: attempt,
+                source,
+                files,
+            });
+        }
+        last_diff = diff.join("; ");
+        warn!(attempt, diff = %last_diff, "dataset changed while saving; retrying");
+    }
+    Err(Error::DatasetChanged {
+        backup: args.backup.clone(),
+        attempts: args.attempts,
+        diff: last_diff,
+    })
+}
+
+/// The AOF directory's files and the ACL file, when present. They are archived for completeness;
+/// restore only uses the ACL file (see docs/mover.md).
+fn extra_files(
+    data_dir: &FsPath,
+    appenddirname: &str,
+    aclfile: Option<&str>,
+    server_dir: Option<&str>,
+) -> Result<Vec<(String, Role, PathBuf, std::fs::File)>> {
+    let mut out = Vec::new();
+    let aof_dir = data_dir.join(appenddirname);
+    match std::fs::read_dir(&aof_dir) {
+        Ok(rd) => {
+            let mut names = Vec::new();
+            for e in rd {
+                let e = e.map_err(|e| Error::local_io("listing AOF directory", &aof_dir, e))?;
+                if e.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                    names.push(e.file_name().to_string_lossy().into_owned());
+                }
+            }
+            names.sort();
+            for n in names {
+                let p = aof_dir.join(&n);
+                let f = open(&p, "opening AOF file")?;
+                out.push((format!("{appenddirname}/{n}"), Role::Aof, p, f));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::local_io("listing AOF directory", &aof_dir, e)),
+    }
+    let acl_path = match aclfile {
+        Some(a) => rebase(a, server_dir, data_dir),
+        None => data_dir.join("users.acl"),
+    };
+    if acl_path.is_file() {
+        let name = acl_path
+            .strip_prefix(data_dir)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|s| manifest::is_safe_relative_path(s))
+            .unwrap_or_else(|| "users.acl".into());
+        let f = open(&acl_path, "opening ACL file")?;
+        out.push((name, Role::Acl, acl_path, f));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_paths_are_rebased_onto_the_mount() {
+        let d = FsPath::new("/mnt/data");
+        assert_eq!(
+            rebase("users.acl", Some("/data"), d),
+            PathBuf::from("/mnt/data/users.acl")
+        );
+        assert_eq!(
+            rebase("/data/etc/users.acl", Some("/data"), d),
+            PathBuf::from("/mnt/data/etc/users.acl")
+        );
+        assert_eq!(
+            rebase("/etc/users.acl", Some("/data"), d),
+            PathBuf::from("/etc/users.acl")
+        );
+    }
+}

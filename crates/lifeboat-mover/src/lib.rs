@@ -1,0 +1,16 @@
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+//! Lifeboat's data mover: takes consistent backups of FalkorDB/Redis servers into a repository
+//! and restores them into data directories, verifying every byte on the way and the dataset
+//! fingerprint afterwards. See `docs/mover.md` for the command-line contract.
+
+pub mod backup;
+pub mod error;
+pub mod fingerprint;
+pub mod inspect;
+pub mod manifest;
+pub mod marker;
+pub mod repo;
+pub mod restore;
+pub mod server;
+pub mod stream;
+pub mod verify;

@@ -1,0 +1,119 @@
+//! The `lifeboat-mover` binary. Exit codes and output contracts are documented in docs/mover.md.
+
+use std::io::{IsTerminal, Write};
+
+use clap::{Parser, Subcommand};
+use lifeboat_mover::error::{Error, exit, one_line};
+use lifeboat_mover::{backup, inspect, restore, verify};
+
+#[derive(Parser)]
+#[command(
+    name = "lifeboat-mover",
+    version,
+    about = "Back up and restore FalkorDB/Redis data, and verify restores"
+)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, env = "LIFEBOAT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Take a consistent backup of a running server into the repo.
+    Backup(backup::BackupArgs),
+    /// Write a backup into an empty data directory.
+    Restore(restore::RestoreArgs),
+    /// Compare a running server's dataset with a backup's fingerprint.
+    Verify(verify::VerifyArgs),
+    /// Print a backup's manifest.
+    Inspect(inspect::InspectArgs),
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LIFEBOAT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false);
+    if format == "json" {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+/// Prints one line to stdout; a closed stdout must not turn success into a panic.
+fn emit(line: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::Internal(format!("writing stdout: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
+    serde_json::to_string(v).map_err(|e| Error::Internal(format!("serialising output: {e}")))
+}
+
+async fn run(cmd: Command) -> Result<(), Error> {
+    match cmd {
+        Command::Backup(a) => {
+            let s = backup::run(a).await?;
+            tracing::info!(backup = %s.backup_name, total_size = s.total_size, stored_size = s.stored_size,
+                seconds = s.duration_seconds, "backup complete");
+            emit(&to_json(&s)?)
+        }
+        Command::Restore(a) => {
+            let s = restore::run(a).await?;
+            tracing::info!(backup = %s.backup_name, target = %s.target.display(), already = s.already_restored,
+                "restore complete");
+            emit(&to_json(&s)?)
+        }
+        Command::Verify(a) => {
+            let r = verify::run(a).await?;
+            emit(&to_json(&r)?)?;
+            if r.matches {
+                tracing::info!("{}", r.message);
+                Ok(())
+            } else {
+                eprintln!("backup: {}", r.expected.summary());
+                eprintln!("live:   {}", r.live.summary());
+                Err(Error::VerifyMismatch {
+                    backup: r.backup_name.clone(),
+                    diff: r.differences.join("; "),
+                })
+            }
+        }
+        Command::Inspect(a) => emit(&inspect::run(a).await?),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_tracing(&cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lifeboat-mover: error: cannot start runtime: {e}");
+            std::process::exit(exit::INTERNAL);
+        }
+    };
+    let result = rt.block_on(run(cli.command));
+    // Drop the runtime before exiting so that pending multipart cleanups run.
+    drop(rt);
+    match result {
+        Ok(()) => std::process::exit(exit::OK),
+        Err(e) => {
+            eprintln!("lifeboat-mover: error: {}", one_line(&e));
+            std::process::exit(e.exit_code());
+        }
+    }
+}

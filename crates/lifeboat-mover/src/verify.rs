@@ -1,0 +1,150 @@
+//! `lifeboat-mover verify`: compares a running server's live fingerprint with the one the backup
+//! recorded. This is the check that makes a restore's success claim worth believing.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::fingerprint::Fingerprint;
+use crate::marker::{self, State};
+use crate::repo::{Repo, RepoArgs};
+use crate::server::{Server, ServerArgs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Backup whose manifest holds the expected fingerprint. Optional with --restored-dir.
+    #[arg(long, env = "LIFEBOAT_BACKUP_NAME")]
+    pub backup: Option<String>,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Read the expected fingerprint from the restore marker in this directory instead of the
+    /// repo (no repo credentials needed); takes precedence over --repo. The marker must say the
+    /// restore completed.
+    #[arg(long)]
+    pub restored_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Seconds to wait for the server to accept connections and finish loading its dataset.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyReport {
+    pub backup_name: String,
+    #[serde(rename = "match")]
+    pub matches: bool,
+    pub message: String,
+    pub expected: Fingerprint,
+    pub live: Fingerprint,
+    pub differences: Vec<String>,
+}
+
+pub const EMPTY_MESSAGE: &str = "dataset is empty, as the backup recorded";
+
+pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
+    let (backup, expected) = match &args.restored_dir {
+        Some(dir) => {
+            let m = marker::read(dir)?.ok_or_else(|| {
+                Error::Usage(format!("{} holds no restore marker", dir.display()))
+            })?;
+            if m.state != State::Complete {
+                return Err(Error::Usage(format!(
+                    "restore of backup \"{}\" into {} is not complete",
+                    m.backup_name,
+                    dir.display()
+                )));
+            }
+            if let Some(b) = &args.backup
+                && *b != m.backup_name
+            {
+                return Err(Error::Usage(format!(
+                    "{} holds backup \"{}\", not \"{b}\"",
+                    dir.display(),
+                    m.backup_name
+                )));
+            }
+            (m.backup_name, m.fingerprint)
+        }
+        None => {
+            let backup = args.backup.clone().ok_or_else(|| {
+                Error::Usage("--backup is required unless --restored-dir is given".into())
+            })?;
+            let repo = Repo::open(&args.repo)?;
+            let (m, _) = repo.read_manifest(&backup).await?;
+            (backup, m.fingerprint)
+        }
+    };
+    let mut opts = args.server.opts()?;
+    let timeout = Duration::from_secs(args.timeout);
+    opts.connect_timeout = opts.connect_timeout.max(timeout);
+    let live = tokio::task::spawn_blocking(move || -> Result<Fingerprint> {
+        let mut srv = Server::connect(&opts, Instant::now() + timeout)?;
+        srv.fingerprint()
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("verify task failed: {e}")))??;
+    Ok(compare(backup, expected, live))
+}
+
+pub fn compare(backup_name: String, expected: Fingerprint, live: Fingerprint) -> VerifyReport {
+    let differences = expected.differences(&live);
+    let matches = differences.is_empty();
+    let message = if !matches {
+        format!(
+            "live dataset differs from backup \"{backup_name}\": {}",
+            differences.join("; ")
+        )
+    } else if expected.is_empty() {
+        EMPTY_MESSAGE.to_string()
+    } else {
+        format!(
+            "live dataset matches backup \"{backup_name}\": {} keys, {} graphs",
+            expected.total_keys(),
+            expected.graph_count()
+        )
+    };
+    VerifyReport {
+        backup_name,
+        matches,
+        message,
+        expected,
+        live,
+        differences,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::DatabaseFingerprint;
+
+    #[test]
+    fn empty_backup_and_empty_server_match_with_the_empty_message() {
+        let r = compare("b".into(), Fingerprint::default(), Fingerprint::default());
+        assert!(r.matches);
+        assert_eq!(r.message, EMPTY_MESSAGE);
+    }
+
+    #[test]
+    fn empty_server_for_non_empty_backup_is_a_mismatch() {
+        let mut want = Fingerprint::default();
+        want.databases.insert(
+            0,
+            DatabaseFingerprint {
+                keys: 2,
+                ..Default::default()
+            },
+        );
+        let r = compare("b".into(), want, Fingerprint::default());
+        assert!(!r.matches);
+        assert!(
+            r.message.contains("db 0: 2 keys in backup, 0 live"),
+            "{}",
+            r.message
+        );
+    }
+}

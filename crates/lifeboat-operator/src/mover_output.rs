@@ -1,0 +1,143 @@
+//! The JSON lines `lifeboat-mover` prints on stdout (see docs/mover.md), as the controllers read
+//! them from Job logs, and their conversion to the API's fingerprint. Pure.
+
+use std::collections::BTreeMap;
+
+use lifeboat_api::dataprotection::v1alpha1::{
+    DatasetFingerprint, GraphFingerprint, RestoreVerification,
+};
+use serde::Deserialize;
+
+/// The mover's fingerprint: per database, keys and graphs.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Fingerprint {
+    #[serde(default)]
+    pub databases: BTreeMap<u32, DatabaseFingerprint>,
+}
+
+/// One database of a fingerprint.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseFingerprint {
+    pub keys: u64,
+    #[serde(default)]
+    pub graphs: BTreeMap<String, GraphCounts>,
+}
+
+/// One graph's size.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct GraphCounts {
+    pub nodes: u64,
+    pub edges: u64,
+}
+
+impl From<&Fingerprint> for DatasetFingerprint {
+    fn from(f: &Fingerprint) -> Self {
+        let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        DatasetFingerprint {
+            keys: f
+                .databases
+                .iter()
+                .filter(|(_, d)| d.keys > 0)
+                .map(|(db, d)| (db.to_string(), as_i64(d.keys)))
+                .collect(),
+            graphs: f
+                .databases
+                .iter()
+                .flat_map(|(db, d)| {
+                    d.graphs.iter().map(move |(name, g)| GraphFingerprint {
+                        db: i64::from(*db),
+                        name: name.clone(),
+                        nodes: as_i64(g.nodes),
+                        edges: as_i64(g.edges),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What `lifeboat-mover backup` prints when it completed.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupLine {
+    /// The backup's name in the repo.
+    pub backup_name: String,
+    /// Bytes of data, uncompressed: what a restore volume must hold.
+    pub total_size: u64,
+    /// Bytes stored in the repo.
+    pub stored_size: u64,
+    /// What the dataset holds.
+    pub fingerprint: Fingerprint,
+}
+
+/// What `lifeboat-mover verify` prints.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyLine {
+    #[serde(rename = "match")]
+    pub matches: bool,
+    pub expected: Fingerprint,
+    pub live: Fingerprint,
+    #[serde(default)]
+    pub differences: Vec<String>,
+}
+
+impl VerifyLine {
+    /// The verification as the Restore's status shows it.
+    pub fn to_status(&self, pod: Option<String>) -> RestoreVerification {
+        RestoreVerification {
+            matched: self.matches,
+            expected: (&self.expected).into(),
+            observed: Some((&self.live).into()),
+            pod,
+            time: None,
+        }
+    }
+}
+
+/// The last line of `logs` that parses as `T`.
+pub fn last<T: serde::de::DeserializeOwned>(logs: &str) -> Option<T> {
+    logs.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l.trim()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_documented_backup_line() {
+        let logs = "{\"level\":\"INFO\",\"fields\":{\"message\":\"backup complete\"}}\n\
+            {\"backupName\":\"nightly-1\",\"repo\":\"s3://b/p\",\"totalSize\":1192377825,\"storedSize\":330412031,\"objectCount\":1,\
+            \"fingerprint\":{\"databases\":{\"0\":{\"keys\":13,\"graphs\":{\"social\":{\"nodes\":3,\"edges\":2}}},\"2\":{\"keys\":0}}},\
+            \"durationSeconds\":6.94,\"snapshotSeconds\":1.78,\"transferSeconds\":5.16,\"attempts\":1}\n";
+        let b: BackupLine = last(logs).expect("parses");
+        assert_eq!(b.backup_name, "nightly-1");
+        assert_eq!(b.stored_size, 330412031);
+        let f: DatasetFingerprint = (&b.fingerprint).into();
+        assert_eq!(f.keys.get("0"), Some(&13));
+        assert!(!f.keys.contains_key("2"), "empty databases are omitted");
+        assert_eq!(
+            f.graphs,
+            vec![GraphFingerprint {
+                db: 0,
+                name: "social".into(),
+                nodes: 3,
+                edges: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn reads_a_verify_mismatch() {
+        let line = r#"{"backupName":"b","match":false,"message":"m","expected":{"databases":{"0":{"keys":10}}},"live":{"databases":{}},"differences":["db0: 10 keys in the backup, 0 live"]}"#;
+        let v: VerifyLine = last(line).expect("parses");
+        let s = v.to_status(Some("p-0".into()));
+        assert!(!s.matched);
+        assert_eq!(s.expected.keys.get("0"), Some(&10));
+        assert_eq!(s.observed.map(|o| o.keys.len()), Some(0));
+    }
+}

