@@ -39,6 +39,8 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Render or check the Helm chart's plain manifest.
     Helm(helm::HelmArgs),
+    /// Rebuild the project's images and deploy Lifeboat onto the running test bed.
+    Deploy,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,5 +51,6 @@ fn main() -> anyhow::Result<()> {
         Task::Testbed(args) => testbed::run(args),
         Task::Bench(args) => bench::run(args),
         Task::Helm(args) => helm::run(args),
+        Task::Deploy => testbed::images().and_then(|()| deploy::operator()),
     }
 }

@@ -59,6 +59,8 @@ enum Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Feature unification can give rustls two crypto providers; pick one before any client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let result = match cli.command {
         Command::Validate { files } => return run_validate(&files),
         Command::RestoreStatus { cluster, namespace } => {

@@ -33,6 +33,8 @@ pub const POD_TIMEOUT: Duration = Duration::from_secs(180);
 /// A client for the cluster named by KUBECONFIG. Fails, rather than skipping, when KUBECONFIG is
 /// unset: a suite that passes without a cluster would hide that nothing was tested.
 pub async fn client() -> Result<Client> {
+    // Feature unification can give rustls two crypto providers; pick one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let path = std::env::var_os("KUBECONFIG")
         .filter(|p| !p.is_empty())
         .context(

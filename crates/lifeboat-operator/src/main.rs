@@ -128,6 +128,8 @@ async fn wait_for_crds(client: &kube::Client) -> Result<(), String> {
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     telemetry::init(&args.log_format);
+    // Ignoring the error is right: it only says a provider was installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match run(args).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -315,11 +315,13 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     st.phase = Some(BackupPhase::Running);
     st.start_timestamp = Some(now());
     st.backup_repo_name = Some(repo_obj.name_any());
-    st.path = Some(format!(
-        "{}/{}",
-        repo::access::namespace_path(&repo_obj, &ns),
-        repo_name(b)
-    ));
+    st.path = Some(
+        [repo::access::namespace_path(&repo_obj, &ns), repo_name(b)]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
     st.target = Some(target);
     st.format_version = Some("1".into());
     conditions::set(
@@ -424,7 +426,13 @@ fn backup_job(
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".into()),
                     // The data volume is ReadWriteOnce: the Job must run where the server runs.
-                    node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+                    // A node selector, not nodeName, so the scheduler still binds the repo volume
+                    // (a WaitForFirstConsumer claim is provisioned only through scheduling).
+                    node_selector: pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .map(|n| [("kubernetes.io/hostname".to_owned(), n)].into()),
                     enable_service_links: Some(false),
                     containers: vec![Container {
                         name: "backup".into(),

@@ -315,6 +315,12 @@ async fn fail_invalid(
     Ok(Action::await_change())
 }
 
+/// Whether a pod belongs to a component's StatefulSet (and is not, say, a Job's pod that shares
+/// the Cluster's labels).
+pub fn is_workload_pod(p: &Pod) -> bool {
+    p.owner_references().iter().any(|o| o.kind == "StatefulSet")
+}
+
 /// Observes roles for the data component of a replicated Cluster, labels the pods, and returns
 /// what keeps the component from being healthy. Sentinels are checked for agreement.
 async fn observe_roles(
@@ -340,6 +346,7 @@ async fn observe_roles(
         ),
     )
     .await?;
+    let pods: Vec<Pod> = pods.into_iter().filter(is_workload_pod).collect();
     let mut servers = BTreeMap::new();
     for p in &pods {
         let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
@@ -376,7 +383,7 @@ async fn observe_roles(
             ),
         )
         .await?;
-        for p in &spods {
+        for p in spods.iter().filter(|p| is_workload_pod(p)) {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
                 && let Some(m) =
                     roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await

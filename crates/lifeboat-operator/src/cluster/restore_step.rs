@@ -236,6 +236,10 @@ pub async fn step(
         &format!("{}={name},{}={c}", labels::INSTANCE, labels::COMPONENT_NAME),
     )
     .await?;
+    let pod_list: Vec<Pod> = pod_list
+        .into_iter()
+        .filter(super::is_workload_pod)
+        .collect();
     let mut pods = Vec::new();
     for p in &pod_list {
         let ready = p
@@ -456,5 +460,6 @@ pub async fn keep_gates_open(
         ),
     )
     .await?;
+    let pods: Vec<Pod> = pods.into_iter().filter(super::is_workload_pod).collect();
     open_gates(ctx, &ns, &pods).await
 }

@@ -60,8 +60,12 @@ fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
-/// The path of a namespace's backups inside a repo, below its prefix.
+/// The path of a namespace's backups inside a repo, below its prefix. Empty for `pvc` repos,
+/// whose volume is the namespace's own.
 pub fn namespace_path(repo: &BackupRepo, namespace: &str) -> String {
+    if repo.spec.storage_provider_ref == "pvc" {
+        return String::new();
+    }
     match repo
         .spec
         .path_prefix
@@ -78,7 +82,6 @@ pub fn namespace_path(repo: &BackupRepo, namespace: &str) -> String {
 pub fn access(repo: &BackupRepo, namespace: &str) -> Result<RepoAccess, AccessError> {
     let name = repo.name_any();
     let provider = repo.spec.storage_provider_ref.clone();
-    let path = namespace_path(repo, namespace);
     match provider.as_str() {
         "s3" | "minio" => {
             let cfg = |key: &'static str| {
@@ -92,6 +95,7 @@ pub fn access(repo: &BackupRepo, namespace: &str) -> Result<RepoAccess, AccessEr
                         key,
                     })
             };
+            let path = namespace_path(repo, namespace);
             let bucket = cfg("bucket")?;
             let endpoint = cfg("endpoint")?;
             if repo.spec.credential.is_none() {
@@ -115,8 +119,10 @@ pub fn access(repo: &BackupRepo, namespace: &str) -> Result<RepoAccess, AccessEr
                 ..Default::default()
             })
         }
+        // The volume is already per namespace and per repo, and its root is the one directory
+        // certain to exist (the mover refuses a repo path that does not).
         "pvc" => Ok(RepoAccess {
-            env: vec![env("LIFEBOAT_REPO", format!("file://{REPO_MOUNT}/{path}"))],
+            env: vec![env("LIFEBOAT_REPO", format!("file://{REPO_MOUNT}"))],
             volumes: vec![Volume {
                 name: "repo".into(),
                 persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -203,7 +209,7 @@ mod tests {
     #[test]
     fn pvc_access_mounts_the_repo_volume() {
         let a = access(&repo("pvc", &[], false), "demo").expect("access");
-        assert_eq!(a.env[0].value.as_deref(), Some("file:///repo/backups/demo"));
+        assert_eq!(a.env[0].value.as_deref(), Some("file:///repo"));
         assert_eq!(
             a.volumes[0]
                 .persistent_volume_claim

@@ -135,11 +135,20 @@ fn job(
     volumes: Vec<Volume>,
 ) -> Job {
     let cluster = input.cluster.name_any();
-    let mut labels = selector_labels(&cluster, &input.comp.spec.name, None);
-    labels.insert(
-        RESTORE_LABEL.into(),
-        naming::restore(&cluster, &input.comp.spec.name),
-    );
+    // Not the component's selector labels: the Services and the role observer select the
+    // database pods by those, and a Job pod must never be taken for one.
+    let labels: BTreeMap<String, String> = [
+        (labels::INSTANCE.to_owned(), cluster.clone()),
+        (
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_VALUE.to_owned(),
+        ),
+        (
+            RESTORE_LABEL.to_owned(),
+            naming::restore(&cluster, &input.comp.spec.name),
+        ),
+    ]
+    .into();
     Job {
         metadata: ObjectMeta {
             name: Some(name),

@@ -72,7 +72,6 @@ pub struct ClusterSpec {
     #[x_kube(
         validation = Rule::new("self.all(x, size(self.filter(c, c.name == x.name)) == 1)")
             .message("spec.componentSpecs[].name must be unique: two components share a name")
-            .reason(Reason::FieldValueDuplicate)
     )]
     pub component_specs: Vec<ClusterComponentSpec>,
 

@@ -63,7 +63,6 @@ pub struct BackupPolicySpec {
     #[x_kube(
         validation = Rule::new("self.all(x, size(self.filter(m, m.name == x.name)) == 1)")
             .message("spec.backupMethods[].name must be unique")
-            .reason(Reason::FieldValueDuplicate)
     )]
     pub backup_methods: Vec<BackupMethod>,
 }
