@@ -1,11 +1,24 @@
-//! `cargo xtask demo`: the main job.
+//! `cargo xtask demo`: the main job. Boots the test bed, deploys Lifeboat from the current code,
+//! and runs the field report's scenario with a verification report (crates/lifeboat-e2e,
+//! `lifeboat-demo`).
 
-use anyhow::{Result, bail};
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::paths::workspace_root;
+use crate::run::{stage, status};
+use crate::{deploy, testbed};
 
 pub fn run() -> Result<()> {
-    bail!(
-        "the demo is not available yet: it will boot the local test bed, deploy Lifeboat, back up \
-         a FalkorDB replication cluster and restore it with a verification report, once the test \
-         bed and the controllers exist (see the README's status section)"
-    )
+    stage("testbed up", testbed::up)?;
+    stage("testbed images", testbed::images)?;
+    deploy::operator()?;
+    stage("field report scenario", || {
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.args(["run", "--quiet", "-p", "lifeboat-e2e", "--bin", "lifeboat-demo"])
+            .env("KUBECONFIG", testbed::kubeconfig_path())
+            .current_dir(workspace_root());
+        status(&mut c)
+    })
 }

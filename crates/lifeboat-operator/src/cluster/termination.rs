@@ -2,6 +2,7 @@
 //! `DoNotTerminate` (to refuse it) and `WipeOut` (to delete the Cluster's backups). `Delete` is
 //! left to garbage collection through owner references and the StatefulSets' PVC retention.
 
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -62,6 +63,27 @@ pub async fn ensure_finalizer(ctx: &Context, c: &Cluster) -> Result<()> {
     }
 }
 
+/// Deletes the Cluster's PVCs. The StatefulSets' retention policy covers a Cluster deleted under
+/// `Delete`, but not one whose policy was `DoNotTerminate` (retain) until just before; the
+/// finalizer is still on such a Cluster, so this is where its volumes go. A PVC still mounted is
+/// removed by Kubernetes once its pod is gone.
+async fn delete_volumes(c: &Cluster, ctx: &Context) -> Result<()> {
+    let name = c.name_any();
+    let ns = c.namespace().unwrap_or_default();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let lp = ListParams::default().labels(&format!("{}={name}", labels::INSTANCE));
+    let list = pvcs
+        .list(&lp)
+        .await
+        .map_err(Error::kube("listing volumes of", format!("Cluster {ns}/{name}")))?;
+    for p in list.items.iter().filter(|p| p.meta().deletion_timestamp.is_none()) {
+        pvcs.delete(&p.name_any(), &DeleteParams::background())
+            .await
+            .map_err(Error::kube("deleting", format!("PersistentVolumeClaim {ns}/{}", p.name_any())))?;
+    }
+    Ok(())
+}
+
 /// Handles a Cluster being deleted.
 pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
     let name = c.name_any();
@@ -106,6 +128,7 @@ pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
             if !list.items.is_empty() {
                 return Ok(Action::requeue(std::time::Duration::from_secs(2)));
             }
+            delete_volumes(c, ctx).await?;
             let f = c
                 .finalizers()
                 .iter()
@@ -116,6 +139,7 @@ pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
             Ok(Action::await_change())
         }
         TerminationPolicy::Delete => {
+            delete_volumes(c, ctx).await?;
             let f = c
                 .finalizers()
                 .iter()
