@@ -16,9 +16,16 @@ pub fn run() -> Result<()> {
     deploy::operator()?;
     stage("field report scenario", || {
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args(["run", "--quiet", "-p", "lifeboat-e2e", "--bin", "lifeboat-demo"])
-            .env("KUBECONFIG", testbed::kubeconfig_path())
-            .current_dir(workspace_root());
+        c.args([
+            "run",
+            "--quiet",
+            "-p",
+            "lifeboat-e2e",
+            "--bin",
+            "lifeboat-demo",
+        ])
+        .env("KUBECONFIG", testbed::kubeconfig_path())
+        .current_dir(workspace_root());
         status(&mut c)
     })
 }

@@ -31,7 +31,7 @@ pub async fn pvc_repo(client: &Client, name: &str) -> Result<BackupRepo> {
         let repo: BackupRepo = serde_json::from_value(json!({
             "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
             "kind": "BackupRepo",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": {"dataprotection.kubeblocks.io/is-default-repo": "true"}},
             "spec": {
                 "storageProviderRef": "pvc",
                 "pvReclaimPolicy": "Delete",

@@ -67,28 +67,58 @@ async fn source() -> Result<&'static Source> {
         .await
 }
 
-/// Restores `cluster` in a fresh namespace through `entry`, with the lie watcher running, and
-/// checks the data.
-async fn restore_and_check(test: &str, entry: Entry, policy: &str, replicas: i32) -> Result<()> {
-    let src = source().await?;
-    in_namespace(test, |ns| async move {
-        grant(&ns.name).await?;
-        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "fdb-restored");
+/// Runs `body` against the source namespace, where restores happen (a `pvc` repo's volume is
+/// per namespace, so restores read it there). Prints the namespace's state when the body fails,
+/// and deletes the test's restored Cluster either way.
+async fn in_source<F, Fut>(cluster: &str, body: F) -> Result<()>
+where
+    F: FnOnce(TestNamespace) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let _ = source().await?;
+    let client = client().await?;
+    let ns = TestNamespace {
+        client: client.clone(),
+        name: SOURCE_NS.into(),
+    };
+    let result = body(ns).await;
+    if result.is_err() {
+        eprintln!(
+            "{}",
+            lifeboat_e2e::describe_namespace(&client, SOURCE_NS).await
+        );
+    }
+    let clusters: Api<lifeboat_api::Cluster> = Api::namespaced(client, SOURCE_NS);
+    let _ = clusters.delete(cluster, &DeleteParams::default()).await;
+    result
+}
+
+/// Restores Cluster `name` through `entry`, with the lie watcher running, and checks the data.
+async fn restore_and_check(
+    name: &'static str,
+    entry: Entry,
+    policy: &str,
+    replicas: i32,
+) -> Result<()> {
+    let policy = policy.to_owned();
+    in_source(name, |ns| async move {
+        let written = source().await?.written.clone();
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, name);
         create_cluster(
             &ns,
-            restored_cluster("fdb-restored", SOURCE_NS, BACKUP, entry, policy, replicas),
+            restored_cluster(name, SOURCE_NS, BACKUP, entry, &policy, replicas),
         )
         .await?;
         let outcome = async {
-            wait_phase(&ns, "fdb-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            wait_phase(&ns, name, ClusterPhase::Running, RESTORE_TIMEOUT).await?;
             let restores: Api<Restore> = ns.api();
-            let r = restores.get("fdb-restored-falkordb-restore").await?;
+            let r = restores.get(&format!("{name}-falkordb-restore")).await?;
             ensure!(
                 r.status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Completed),
                 "Cluster Running but Restore {:?}",
                 r.status
             );
-            assert_restored(&ns, "fdb-restored", &src.written).await?;
+            assert_restored(&ns, name, &written).await?;
             let jobs: Api<Job> = ns.api();
             let prepare: Vec<String> = jobs
                 .list(&ListParams::default())
@@ -96,13 +126,13 @@ async fn restore_and_check(test: &str, entry: Entry, policy: &str, replicas: i32
                 .items
                 .into_iter()
                 .map(|j| j.name_any())
-                .filter(|n| n.contains("-prepare-"))
+                .filter(|n| n.starts_with(&format!("{name}-falkordb-prepare-")))
                 .collect();
             ensure!(
                 prepare.len() == usize::try_from(replicas)?,
                 "expected one prepareData Job per volume, found {prepare:?}"
             );
-            eprintln!("{}", restore_report(&ns, "fdb-restored").await?);
+            eprintln!("{}", restore_report(&ns, name).await?);
             Ok(())
         }
         .await;
@@ -132,23 +162,23 @@ async fn grant(ns: &str) -> Result<()> {
 
 #[tokio::test]
 async fn field_report_case_2_spec_restore_restores_the_data() -> Result<()> {
-    restore_and_check("restore-spec", Entry::Spec, "Parallel", 2).await
+    restore_and_check("r-spec", Entry::Spec, "Parallel", 2).await
 }
 
 #[tokio::test]
 async fn field_report_case_1_annotation_restores_the_data_and_warns() -> Result<()> {
-    restore_and_check("restore-annotation", Entry::Annotation, "Parallel", 2).await?;
+    restore_and_check("r-anno", Entry::Annotation, "Parallel", 2).await?;
     Ok(())
 }
 
 #[tokio::test]
 async fn serial_policy_with_three_replicas_spec_restore() -> Result<()> {
-    restore_and_check("restore-serial-spec", Entry::Spec, "Serial", 3).await
+    restore_and_check("r-serial-spec", Entry::Spec, "Serial", 3).await
 }
 
 #[tokio::test]
 async fn serial_policy_with_three_replicas_annotation() -> Result<()> {
-    restore_and_check("restore-serial-anno", Entry::Annotation, "Serial", 3).await
+    restore_and_check("r-serial-anno", Entry::Annotation, "Serial", 3).await
 }
 
 #[tokio::test]
@@ -202,14 +232,12 @@ async fn deprecated_annotation_publishes_a_warning_event() -> Result<()> {
 
 #[tokio::test]
 async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
-    let _ = source().await?;
-    in_namespace("restore-empty", |ns| async move {
-        grant(&ns.name).await?;
-        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "fdb-restored");
+    in_source("r-empty", |ns| async move {
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-empty");
         create_cluster(
             &ns,
             restored_cluster(
-                "fdb-restored",
+                "r-empty",
                 SOURCE_NS,
                 EMPTY_BACKUP,
                 Entry::Spec,
@@ -219,10 +247,10 @@ async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
         )
         .await?;
         let outcome = async {
-            wait_phase(&ns, "fdb-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            wait_phase(&ns, "r-empty", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
             let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
             let primary = poll("one primary label", Duration::from_secs(60), || {
-                primary_pod(&ns, "fdb-restored")
+                primary_pod(&ns, "r-empty")
             })
             .await?;
             let size = redis_cli(&pods, &primary, "DBSIZE").await?;
@@ -232,7 +260,7 @@ async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
                 size.trim()
             );
             let restores: Api<Restore> = ns.api();
-            let r = restores.get("fdb-restored-falkordb-restore").await?;
+            let r = restores.get("r-empty-falkordb-restore").await?;
             ensure!(
                 r.status.and_then(|s| s.phase) == Some(RestorePhase::Completed),
                 "empty restore not reported Completed"
@@ -356,7 +384,7 @@ async fn annotation_and_spec_restore_together_fail() -> Result<()> {
 async fn cross_namespace_source_without_grant_is_refused() -> Result<()> {
     let _ = source().await?;
     in_namespace("restore-nogrant", |ns| async move {
-        // No grant() here.
+        // No grant here.
         let m = restored_cluster(
             "fdb-restored",
             SOURCE_NS,
@@ -379,35 +407,262 @@ async fn cross_namespace_source_without_grant_is_refused() -> Result<()> {
 }
 
 #[tokio::test]
-async fn pvc_deleted_while_prepare_data_runs_fails_naming_it() -> Result<()> {
+async fn cross_namespace_restore_from_a_pvc_repo_is_refused() -> Result<()> {
     let _ = source().await?;
-    in_namespace("restore-pvcgone", |ns| async move {
+    in_namespace("restore-pvc-xns", |ns| async move {
         grant(&ns.name).await?;
-        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "fdb-restored");
+        let m = restored_cluster(
+            "fdb-restored",
+            SOURCE_NS,
+            BACKUP,
+            Entry::Spec,
+            "Parallel",
+            2,
+        );
+        expect_failed(&ns, m, &["cannot mount", "S3 repo"]).await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn pvc_deleted_while_prepare_data_runs_fails_naming_it() -> Result<()> {
+    in_source("r-pvcgone", |ns| async move {
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-pvcgone");
         create_cluster(
             &ns,
-            restored_cluster("fdb-restored", SOURCE_NS, BACKUP, Entry::Spec, "Serial", 2),
+            restored_cluster("r-pvcgone", SOURCE_NS, BACKUP, Entry::Spec, "Serial", 2),
         )
         .await?;
         let pvcs: Api<PersistentVolumeClaim> = ns.api();
         // Serial: volume 1 is created only after volume 0 is written; delete it as soon as it
         // appears, while its Job needs it.
         poll("the second data PVC", RESTORE_TIMEOUT, || async {
-            Ok(match pvcs.get_opt("data-fdb-restored-falkordb-1").await? {
+            Ok(match pvcs.get_opt("data-r-pvcgone-falkordb-1").await? {
                 Some(_) => Ok(()),
                 None => Err("not yet".into()),
             })
         })
         .await?;
-        pvcs.delete("data-fdb-restored-falkordb-1", &DeleteParams::default())
+        pvcs.delete("data-r-pvcgone-falkordb-1", &DeleteParams::default())
             .await?;
-        let c = wait_phase(&ns, "fdb-restored", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+        let c = wait_phase(&ns, "r-pvcgone", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
         let msg = c.status.and_then(|s| s.message).unwrap_or_default();
         ensure!(
-            msg.contains("data-fdb-restored-falkordb-1"),
+            msg.contains("data-r-pvcgone-falkordb-1"),
             "message does not name the PVC: {msg}"
         );
         watcher.finish()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn restore_job_that_can_never_be_scheduled_fails_by_its_deadline() -> Result<()> {
+    in_source("r-unsched", |ns| async move {
+        let mut m = restored_cluster("r-unsched", SOURCE_NS, BACKUP, Entry::Spec, "Parallel", 2);
+        // A storage class that does not exist: the volume never binds, so the prepareData
+        // Job's pod can never be scheduled.
+        m["spec"]["componentSpecs"][0]["volumeClaimTemplates"][0]["spec"]["storageClassName"] =
+            json!("no-such-class");
+        m["spec"]["restore"]["parameters"]["lifeboat.io/prepare-data-deadline"] = json!("60s");
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-unsched");
+        create_cluster(&ns, m).await?;
+        let started = std::time::Instant::now();
+        let c = wait_phase(
+            &ns,
+            "r-unsched",
+            ClusterPhase::Failed,
+            Duration::from_secs(180),
+        )
+        .await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("cannot be scheduled") && msg.contains("deadline of 1m0s"),
+            "message does not quote the scheduler and the deadline: {msg}"
+        );
+        eprintln!(
+            "unschedulable restore Failed {:.0}s after creation (deadline 60s): {msg}",
+            started.elapsed().as_secs_f64()
+        );
+        // The failed Job is kept for its logs.
+        let jobs: Api<Job> = ns.api();
+        ensure!(
+            jobs.get_opt("r-unsched-falkordb-prepare-0")
+                .await?
+                .is_some(),
+            "the stuck Job was removed"
+        );
+        watcher.finish()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result<()> {
+    let _ = source().await?;
+    let client = client().await?;
+    let src = TestNamespace {
+        client: client.clone(),
+        name: SOURCE_NS.into(),
+    };
+    // A backup of its own: corrupting the shared one would break the other tests.
+    let b = backup(&src, "fdb", "to-corrupt").await?;
+    let repo_name = b
+        .status
+        .and_then(|s| s.dataset)
+        .map(|d| d.manifest_path)
+        .unwrap_or_default();
+    // Flip one byte of the stored RDB object through a pod that mounts the repo volume.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = src.api();
+    let _ = pods.delete("corrupter", &DeleteParams::default()).await;
+    poll(
+        "the old corrupter pod to go",
+        Duration::from_secs(60),
+        || async {
+            Ok(if pods.get_opt("corrupter").await?.is_none() {
+                Ok(())
+            } else {
+                Err("still there".to_string())
+            })
+        },
+    )
+    .await?;
+    src.create::<k8s_openapi::api::core::v1::Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "corrupter"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": lifeboat_e2e::BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", format!("f=$(ls /repo/{repo_name}/objects/*.zst | head -n1) && printf 'X' | dd of=\"$f\" bs=1 seek=64 conv=notrunc && echo corrupted $f")],
+                "volumeMounts": [{"name": "repo", "mountPath": "/repo"}]}],
+            "volumes": [{"name": "repo", "persistentVolumeClaim": {"claimName": format!("lifeboat-repo-{REPO}")}}]
+        }
+    }))
+    .await?;
+    poll(
+        "the corrupter pod to finish",
+        Duration::from_secs(120),
+        || async {
+            let p = pods.get("corrupter").await?;
+            Ok(match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(()),
+                Some("Failed") => Err(format!(
+                    "corrupter failed: {}",
+                    lifeboat_e2e::logs(&pods, "corrupter")
+                        .await
+                        .unwrap_or_default()
+                )),
+                _ => Err(lifeboat_e2e::pod_summary(&p)),
+            })
+        },
+    )
+    .await?;
+    in_source("r-corrupt", |ns| async move {
+        let m = restored_cluster(
+            "r-corrupt",
+            SOURCE_NS,
+            "to-corrupt",
+            Entry::Spec,
+            "Parallel",
+            2,
+        );
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-corrupt");
+        create_cluster(&ns, m).await?;
+        let c = wait_phase(&ns, "r-corrupt", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("prepareData")
+                && (msg.contains("checksum")
+                    || msg.contains("corrupt")
+                    || msg.contains("integrity")),
+            "message does not name the corruption: {msg}"
+        );
+        let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = ns.api();
+        ensure!(
+            sts.get_opt("r-corrupt-falkordb").await?.is_none(),
+            "a database started on a corrupt restore"
+        );
+        watcher.finish()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn operator_killed_during_prepare_data_resumes_without_duplicating_jobs() -> Result<()> {
+    in_source("r-killed", |ns| async move {
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(ns.client.clone(), "lifeboat-system");
+        let mut saved = deployments.get("lifeboat-operator").await?;
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-killed");
+        // Serial with three volumes keeps prepareData running long enough to be interrupted.
+        create_cluster(
+            &ns,
+            restored_cluster("r-killed", SOURCE_NS, BACKUP, Entry::Spec, "Serial", 3),
+        )
+        .await?;
+        let jobs: Api<Job> = ns.api();
+        poll("the first prepareData Job", RESTORE_TIMEOUT, || async {
+            Ok(
+                if jobs.get_opt("r-killed-falkordb-prepare-0").await?.is_some() {
+                    Ok(())
+                } else {
+                    Err("not yet".into())
+                },
+            )
+        })
+        .await?;
+        deployments
+            .delete("lifeboat-operator", &DeleteParams::foreground())
+            .await?;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(ns.client.clone(), "lifeboat-system");
+        poll(
+            "every operator pod to be gone",
+            Duration::from_secs(120),
+            || async {
+                let n = pods
+                    .list(&ListParams::default().labels(
+                        "app.kubernetes.io/name=lifeboat,app.kubernetes.io/component=operator",
+                    ))
+                    .await?
+                    .items
+                    .len();
+                let d = deployments.get_opt("lifeboat-operator").await?.is_some();
+                Ok(if n == 0 && !d {
+                    Ok(())
+                } else {
+                    Err(format!("{n} pods, deployment exists: {d}"))
+                })
+            },
+        )
+        .await?;
+        saved.metadata.resource_version = None;
+        saved.metadata.uid = None;
+        saved.metadata.creation_timestamp = None;
+        saved.metadata.managed_fields = None;
+        saved.status = None;
+        deployments.create(&PostParams::default(), &saved).await?;
+        let outcome = async {
+            wait_phase(&ns, "r-killed", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            assert_restored(&ns, "r-killed", &source().await?.written).await?;
+            let names: Vec<String> = jobs
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .map(|j| j.name_any())
+                .filter(|n| n.starts_with("r-killed-falkordb-prepare-"))
+                .collect();
+            ensure!(
+                names.len() == 3,
+                "expected exactly one prepareData Job per volume, found {names:?}"
+            );
+            Ok(())
+        }
+        .await;
+        let lies = watcher.finish();
+        outcome?;
+        lies
     })
     .await
 }

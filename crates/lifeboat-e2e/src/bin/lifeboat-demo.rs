@@ -18,7 +18,10 @@ use serde_json::json;
 const NS: &str = "lifeboat-demo";
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::main]
@@ -30,17 +33,40 @@ async fn main() -> Result<()> {
     if nss.get_opt(NS).await?.is_some() {
         println!("removing the previous demo namespace {NS}");
         nss.delete(NS, &DeleteParams::default()).await?;
-        poll("the old demo namespace to go", Duration::from_secs(300), || async {
-            Ok(if nss.get_opt(NS).await?.is_none() { Ok(()) } else { Err("still there".to_string()) })
-        })
+        poll(
+            "the old demo namespace to go",
+            Duration::from_secs(300),
+            || async {
+                Ok(if nss.get_opt(NS).await?.is_none() {
+                    Ok(())
+                } else {
+                    Err("still there".to_string())
+                })
+            },
+        )
         .await?;
     }
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": NS}}))?).await?;
-    let ns = TestNamespace { client: client.clone(), name: NS.into() };
-    poll("the default ServiceAccount", Duration::from_secs(60), || async {
-        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = ns.api();
-        Ok(sas.get_opt("default").await?.map(|_| ()).ok_or_else(|| "not yet".to_string()))
-    })
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+    )
+    .await?;
+    let ns = TestNamespace {
+        client: client.clone(),
+        name: NS.into(),
+    };
+    poll(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async {
+            let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = ns.api();
+            Ok(sas
+                .get_opt("default")
+                .await?
+                .map(|_| ())
+                .ok_or_else(|| "not yet".to_string()))
+        },
+    )
     .await?;
     pvc_repo(&client, "lifeboat-demo-repo").await?;
 
@@ -67,35 +93,69 @@ async fn main() -> Result<()> {
     let t = Instant::now();
     println!("4. restoring into Cluster fdb-restored through spec.restore (watching for lies)");
     let watcher = LieWatcher::start(client.clone(), NS, "fdb-restored");
-    create_cluster(&ns, restored_cluster("fdb-restored", NS, "fdb-backup-datafile", Entry::Spec, "Parallel", 2)).await?;
+    create_cluster(
+        &ns,
+        restored_cluster(
+            "fdb-restored",
+            NS,
+            "fdb-backup-datafile",
+            Entry::Spec,
+            "Parallel",
+            2,
+        ),
+    )
+    .await?;
     let running = wait_phase(&ns, "fdb-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await;
     let lies = watcher.finish();
     running?;
     lies?;
-    println!("   Running after {:.0}s; no pod was Ready and the Cluster was not Running before verification", t.elapsed().as_secs_f64());
+    println!(
+        "   Running after {:.0}s; no pod was Ready and the Cluster was not Running before verification",
+        t.elapsed().as_secs_f64()
+    );
 
     println!("5. checking the restored data");
     assert_restored(&ns, "fdb-restored", &written).await?;
     let pods: Api<Pod> = ns.api();
-    let primary = poll("one primary label", Duration::from_secs(60), || primary_pod(&ns, "fdb-restored")).await?;
+    let primary = poll("one primary label", Duration::from_secs(60), || {
+        primary_pod(&ns, "fdb-restored")
+    })
+    .await?;
     for db in 0..3 {
         let n = redis_cli(&pods, &primary, &format!("-n {db} DBSIZE")).await?;
-        println!("   db{db}: DBSIZE {} (backed up {})", n.trim(), written.keys.get(&db).copied().unwrap_or(0));
+        println!(
+            "   db{db}: DBSIZE {} (backed up {})",
+            n.trim(),
+            written.keys.get(&db).copied().unwrap_or(0)
+        );
     }
 
     println!("\nverification report");
     let backups: Api<Backup> = ns.api();
     let b = backups.get("fdb-backup-datafile").await?;
-    let fp = b.status.and_then(|s| s.dataset).map(|d| d.fingerprint).context("Backup has no dataset")?;
+    let fp = b
+        .status
+        .and_then(|s| s.dataset)
+        .map(|d| d.fingerprint)
+        .context("Backup has no dataset")?;
     println!("  backup fingerprint: {}", serde_json::to_string(&fp)?);
     let restores: Api<Restore> = ns.api();
     let r = restores.get("fdb-restored-falkordb-restore").await?;
-    let live = r.status.as_ref().and_then(|s| s.verification.as_ref()).and_then(|v| v.observed.clone());
+    let live = r
+        .status
+        .as_ref()
+        .and_then(|s| s.verification.as_ref())
+        .and_then(|v| v.observed.clone());
     println!("  live fingerprint:   {}", serde_json::to_string(&live)?);
-    ensure!(live.as_ref() == Some(&fp), "the live fingerprint differs from the backup's");
+    ensure!(
+        live.as_ref() == Some(&fp),
+        "the live fingerprint differs from the backup's"
+    );
     print!("{}", restore_report(&ns, "fdb-restored").await?);
     println!("\nThe clusters stay up in namespace {NS}. Reach the restored primary with:");
     println!("  kubectl -n {NS} exec -it {primary} -- sh -c 'redis-cli -a \"$REDIS_PASSWORD\"'");
-    println!("or through the client Service fdb-restored-falkordb.{NS}.svc:6379 from inside the cluster.");
+    println!(
+        "or through the client Service fdb-restored-falkordb.{NS}.svc:6379 from inside the cluster."
+    );
     Ok(())
 }

@@ -72,14 +72,21 @@ async fn delete_volumes(c: &Cluster, ctx: &Context) -> Result<()> {
     let ns = c.namespace().unwrap_or_default();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let lp = ListParams::default().labels(&format!("{}={name}", labels::INSTANCE));
-    let list = pvcs
-        .list(&lp)
-        .await
-        .map_err(Error::kube("listing volumes of", format!("Cluster {ns}/{name}")))?;
-    for p in list.items.iter().filter(|p| p.meta().deletion_timestamp.is_none()) {
+    let list = pvcs.list(&lp).await.map_err(Error::kube(
+        "listing volumes of",
+        format!("Cluster {ns}/{name}"),
+    ))?;
+    for p in list
+        .items
+        .iter()
+        .filter(|p| p.meta().deletion_timestamp.is_none())
+    {
         pvcs.delete(&p.name_any(), &DeleteParams::background())
             .await
-            .map_err(Error::kube("deleting", format!("PersistentVolumeClaim {ns}/{}", p.name_any())))?;
+            .map_err(Error::kube(
+                "deleting",
+                format!("PersistentVolumeClaim {ns}/{}", p.name_any()),
+            ))?;
     }
     Ok(())
 }

@@ -107,6 +107,18 @@ pub fn check(
         ));
     }
     let repo_name = status.backup_repo_name.unwrap_or_default();
+    if let Some(r) = repo
+        && r.spec.storage_provider_ref == "pvc"
+        && req.backup_namespace != cluster_ns
+    {
+        return Err(format!(
+            "BackupRepo {} keeps {what} on a volume in namespace {}, which a Cluster in namespace \
+             {cluster_ns} cannot mount: restore into namespace {}, or back up to an S3 repo",
+            r.name_any(),
+            req.backup_namespace,
+            req.backup_namespace
+        ));
+    }
     match repo {
         None => Err(format!("BackupRepo {repo_name:?} of {what} does not exist")),
         Some(r) => {
@@ -262,6 +274,26 @@ mod tests {
         b.annotations_mut()
             .insert(RESTORE_GRANT.into(), "staging, demo".into());
         assert_eq!(run(&req("prod"), Some(&b), Some(&ready)), Ok(()));
+    }
+
+    #[test]
+    fn a_pvc_repo_cannot_serve_another_namespace() {
+        let mut r = repo(BackupRepoPhase::Ready);
+        r.spec.storage_provider_ref = "pvc".into();
+        let mut b = backup(BackupPhase::Completed, 1);
+        b.metadata.namespace = Some("prod".into());
+        b.annotations_mut()
+            .insert(RESTORE_GRANT.into(), "demo".into());
+        let e = run(&req("prod"), Some(&b), Some(&r)).expect_err("pvc across namespaces");
+        assert!(e.contains("cannot mount") && e.contains("S3"), "{e}");
+        assert_eq!(
+            run(
+                &req("demo"),
+                Some(&backup(BackupPhase::Completed, 1)),
+                Some(&r)
+            ),
+            Ok(())
+        );
     }
 
     #[test]
