@@ -42,6 +42,15 @@ pub async fn pvc_repo(client: &Client, name: &str) -> Result<BackupRepo> {
         api.create(&PostParams::default(), &repo)
             .await
             .context("creating the BackupRepo")?;
+    } else {
+        let patch = json!({"metadata": {"annotations": {"dataprotection.kubeblocks.io/is-default-repo": "true"}}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .context("marking the BackupRepo default")?;
     }
     poll(
         &format!("BackupRepo {name} to be Ready"),
