@@ -216,13 +216,13 @@ impl LieWatcher {
             );
             let pod_events = watcher(pods, watcher::Config::default().labels(&sel))
                 .applied_objects()
-                .map(|e| e.map(Either::Pod));
+                .map(|e| e.map(|p| Either::Pod(Box::new(p))));
             let cluster_events = watcher(
                 clusters,
                 watcher::Config::default().fields(&format!("metadata.name={cluster}")),
             )
             .applied_objects()
-            .map(|e| e.map(Either::Cluster));
+            .map(|e| e.map(|c| Either::Cluster(Box::new(c))));
             let mut events = futures::stream::select(pod_events, cluster_events).boxed();
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };
@@ -277,8 +277,8 @@ impl LieWatcher {
 }
 
 enum Either {
-    Pod(Pod),
-    Cluster(Cluster),
+    Pod(Box<Pod>),
+    Cluster(Box<Cluster>),
 }
 
 /// Checks the restored Cluster holds what was written: key counts per database on the primary,

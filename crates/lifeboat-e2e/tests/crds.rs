@@ -14,13 +14,8 @@ fn fixture(name: &str) -> Result<Value> {
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path)?;
-    Ok(serde_yaml_like(&text)?)
-}
-
-/// The fixtures are YAML; the e2e crate reads them through the API types' own parser.
-fn serde_yaml_like(text: &str) -> Result<Value> {
-    let c: Value = serde_json::to_value(lifeboat_api::schema_check::yaml_to_json(text)?)?;
-    Ok(c)
+    // The fixtures are YAML; read them with the API crate's own parser.
+    Ok(lifeboat_api::schema_check::yaml_to_json(&text)?)
 }
 
 async fn dry_run_create<K>(
