@@ -120,3 +120,15 @@ where
         ))?
         .items)
 }
+
+/// The termination message of a pod's first terminated container: with
+/// `terminationMessagePolicy: FallbackToLogsOnError`, the tail of a failed Job's output.
+pub fn termination_message(pod: Option<&k8s_openapi::api::core::v1::Pod>) -> String {
+    pod.and_then(|p| p.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+        })
+        .unwrap_or_default()
+}

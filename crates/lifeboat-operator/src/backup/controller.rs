@@ -543,14 +543,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         .flatten()
         .find(|c| c.type_ == "Failed" && c.status == "True")
     {
-        let detail = latest
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| {
-                cs.iter()
-                    .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-            })
-            .unwrap_or_default();
+        let detail = kubeapi::termination_message(latest);
         return fail(
             ctx,
             b,

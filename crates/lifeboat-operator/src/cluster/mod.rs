@@ -231,16 +231,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         Some(lifeboat_api::ClusterPhase::Failed) => Duration::from_secs(60),
         _ => Duration::from_secs(5),
     };
-    kubeapi::apply_status::<Cluster>(
-        &ctx.client,
-        &name,
-        &ns,
-        serde_json::to_value(&st).map_err(|source| Error::Serialize {
-            object: format!("status of Cluster {ns}/{name}"),
-            source,
-        })?,
-    )
-    .await?;
+    write_status(ctx, &name, &ns, &st).await?;
     Ok(Action::requeue(requeue))
 }
 
@@ -262,6 +253,39 @@ fn merge_restore(a: RestoreState, b: RestoreState) -> RestoreState {
         (Completed(m), _) | (_, Completed(m)) => Completed(m),
         (None, None) => None,
     }
+}
+
+async fn write_status(
+    ctx: &Context,
+    name: &str,
+    ns: &str,
+    st: &lifeboat_api::ClusterStatus,
+) -> Result<()> {
+    let v = serde_json::to_value(st).map_err(|source| Error::Serialize {
+        object: format!("status of Cluster {ns}/{name}"),
+        source,
+    })?;
+    kubeapi::apply_status::<Cluster>(&ctx.client, name, ns, v).await
+}
+
+/// The pods of a Cluster's component that its StatefulSet runs.
+pub async fn component_pods(
+    ctx: &Context,
+    ns: &str,
+    cluster: &str,
+    component: &str,
+) -> Result<Vec<Pod>> {
+    let all: Vec<Pod> = kubeapi::list(
+        &ctx.client,
+        ns,
+        &format!(
+            "{}={cluster},{}={component}",
+            labels::INSTANCE,
+            labels::COMPONENT_NAME
+        ),
+    )
+    .await?;
+    Ok(all.into_iter().filter(is_workload_pod).collect())
 }
 
 async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> {
@@ -302,16 +326,7 @@ async fn fail_invalid(
     let st = status::compute(&input);
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
-    kubeapi::apply_status::<Cluster>(
-        &ctx.client,
-        &name,
-        &ns,
-        serde_json::to_value(&st).map_err(|source| Error::Serialize {
-            object: format!("status of Cluster {ns}/{name}"),
-            source,
-        })?,
-    )
-    .await?;
+    write_status(ctx, &name, &ns, &st).await?;
     Ok(Action::await_change())
 }
 
@@ -335,18 +350,7 @@ async fn observe_roles(
     if comp.def.kind != ComponentKind::Data {
         return Ok(Vec::new());
     }
-    let pods: Vec<Pod> = kubeapi::list(
-        &ctx.client,
-        &ns,
-        &format!(
-            "{}={name},{}={}",
-            labels::INSTANCE,
-            labels::COMPONENT_NAME,
-            comp.spec.name
-        ),
-    )
-    .await?;
-    let pods: Vec<Pod> = pods.into_iter().filter(is_workload_pod).collect();
+    let pods = component_pods(ctx, &ns, &name, &comp.spec.name).await?;
     let mut servers = BTreeMap::new();
     for p in &pods {
         let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
@@ -372,18 +376,7 @@ async fn observe_roles(
     let mut sentinel_count = 0;
     if let Some(s) = valid.sentinel() {
         sentinel_count = usize::try_from(s.spec.replicas).unwrap_or(0);
-        let spods: Vec<Pod> = kubeapi::list(
-            &ctx.client,
-            &ns,
-            &format!(
-                "{}={name},{}={}",
-                labels::INSTANCE,
-                labels::COMPONENT_NAME,
-                s.spec.name
-            ),
-        )
-        .await?;
-        for p in spods.iter().filter(|p| is_workload_pod(p)) {
+        for p in &component_pods(ctx, &ns, &name, &s.spec.name).await? {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
                 && let Some(m) =
                     roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await

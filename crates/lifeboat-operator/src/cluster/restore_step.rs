@@ -107,15 +107,12 @@ async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobOb
     let pods: Vec<Pod> = kubeapi::list(&ctx.client, ns, &format!("job-name={name}")).await?;
     let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
     if let Some(c) = failed {
-        let detail = latest
-            .and_then(|p| p.status.as_ref())
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| {
-                cs.iter()
-                    .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
-            })
-            .map(|m| m.trim().lines().last().unwrap_or_default().to_owned())
-            .unwrap_or_default();
+        let detail = kubeapi::termination_message(latest)
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
         obs.failed = Some(format!(
             "{}: {}{}",
             c.reason.clone().unwrap_or_default(),
@@ -230,16 +227,7 @@ pub async fn step(
         &naming::workload(&name, c),
     )
     .await?;
-    let pod_list: Vec<Pod> = kubeapi::list(
-        &ctx.client,
-        &ns,
-        &format!("{}={name},{}={c}", labels::INSTANCE, labels::COMPONENT_NAME),
-    )
-    .await?;
-    let pod_list: Vec<Pod> = pod_list
-        .into_iter()
-        .filter(super::is_workload_pod)
-        .collect();
+    let pod_list = super::component_pods(ctx, &ns, &name, c).await?;
     let mut pods = Vec::new();
     for p in &pod_list {
         let ready = p
@@ -449,17 +437,6 @@ pub async fn keep_gates_open(
     }
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
-    let pods: Vec<Pod> = kubeapi::list(
-        &ctx.client,
-        &ns,
-        &format!(
-            "{}={name},{}={}",
-            labels::INSTANCE,
-            labels::COMPONENT_NAME,
-            comp.spec.name
-        ),
-    )
-    .await?;
-    let pods: Vec<Pod> = pods.into_iter().filter(super::is_workload_pod).collect();
+    let pods = super::component_pods(ctx, &ns, &name, &comp.spec.name).await?;
     open_gates(ctx, &ns, &pods).await
 }

@@ -91,6 +91,17 @@ async fn delete_volumes(c: &Cluster, ctx: &Context) -> Result<()> {
     Ok(())
 }
 
+/// Removes Lifeboat's finalizer, letting the deletion finish.
+async fn release(ctx: &Context, c: &Cluster) -> Result<()> {
+    let f = c
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    set_finalizers(ctx, c, f).await
+}
+
 /// Handles a Cluster being deleted.
 pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
     let name = c.name_any();
@@ -136,24 +147,12 @@ pub async fn on_delete(c: &Cluster, ctx: &Context) -> Result<Action> {
                 return Ok(Action::requeue(std::time::Duration::from_secs(2)));
             }
             delete_volumes(c, ctx).await?;
-            let f = c
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(ctx, c, f).await?;
+            release(ctx, c).await?;
             Ok(Action::await_change())
         }
         TerminationPolicy::Delete => {
             delete_volumes(c, ctx).await?;
-            let f = c
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(ctx, c, f).await?;
+            release(ctx, c).await?;
             Ok(Action::await_change())
         }
     }
