@@ -120,7 +120,10 @@ pub async fn write_dataset(
     // the graph's key and the telemetry stream FalkorDB keeps beside it, as well as the values.
     for db in 0u32..3 {
         let n = redis_cli(&pods, &primary, &format!("-n {db} DBSIZE")).await?;
-        let n: u64 = n.trim().parse().with_context(|| format!("DBSIZE of db{db}: {n:?}"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .with_context(|| format!("DBSIZE of db{db}: {n:?}"))?;
         written.keys.insert(db, n);
     }
     ensure!(

@@ -4,6 +4,7 @@
 //! fingerprint afterwards. See `docs/mover.md` for the command-line contract.
 
 pub mod backup;
+pub mod delete;
 pub mod error;
 pub mod fingerprint;
 pub mod inspect;

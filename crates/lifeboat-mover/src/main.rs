@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 use lifeboat_mover::error::{Error, exit, one_line};
-use lifeboat_mover::{backup, inspect, restore, verify};
+use lifeboat_mover::{backup, delete, inspect, restore, verify};
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +30,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Print a backup's manifest.
     Inspect(inspect::InspectArgs),
+    /// Remove a backup from the repo, manifest first.
+    Delete(delete::DeleteArgs),
 }
 
 fn init_tracing(format: &str) {
@@ -89,6 +91,11 @@ async fn run(cmd: Command) -> Result<(), Error> {
             }
         }
         Command::Inspect(a) => emit(&inspect::run(a).await?),
+        Command::Delete(a) => {
+            let s = delete::run(a).await?;
+            tracing::info!(backup = %s.backup_name, objects = s.objects_deleted, "backup deleted");
+            emit(&to_json(&s)?)
+        }
     }
 }
 

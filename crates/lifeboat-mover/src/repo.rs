@@ -154,6 +154,11 @@ impl Repo {
         p
     }
 
+    /// Everything of one backup lives under this path.
+    pub fn backup_prefix(&self, backup: &str) -> Path {
+        self.child(&[backup])
+    }
+
     pub fn manifest_path(&self, backup: &str) -> Path {
         self.child(&[backup, MANIFEST_FILE])
     }

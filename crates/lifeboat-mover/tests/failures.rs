@@ -412,3 +412,24 @@ fn dataset_changing_during_every_attempt_exits_12() {
         "no backup may be published"
     );
 }
+
+#[test]
+fn delete_removes_the_manifest_and_objects_and_is_idempotent() {
+    let f = Fixture::new(false);
+    populate(&f.src);
+    f.backup("b1").assert_ok();
+    f.backup("b2").assert_ok();
+    let out = mover(&["delete", "--backup", "b1", "--repo", &f.repo], &[]);
+    out.assert_ok();
+    let j = out.json();
+    assert!(j["objectsDeleted"].as_u64().unwrap_or(0) >= 2, "{j}");
+    assert_eq!(j["alreadyAbsent"], false, "{j}");
+    mover(&["inspect", "--backup", "b1", "--repo", &f.repo], &[])
+        .assert_fails(7, &["backup \"b1\" not found"]);
+    // The other backup is untouched.
+    mover(&["inspect", "--backup", "b2", "--repo", &f.repo], &[]).assert_ok();
+    // Deleting again succeeds, saying so: a retried Job must not fail.
+    let again = mover(&["delete", "--backup", "b1", "--repo", &f.repo], &[]);
+    again.assert_ok();
+    assert_eq!(again.json()["alreadyAbsent"], true);
+}

@@ -122,6 +122,9 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     let _timer = ctx.metrics.reconcile(CONTROLLER);
     let name = b.name_any();
     let ns = b.namespace().unwrap_or_default();
+    if b.meta().deletion_timestamp.is_some() {
+        return super::deletion::on_delete(b, ctx).await;
+    }
     let mut st = b.status.clone().unwrap_or_default();
     match st.phase {
         Some(BackupPhase::Completed) | Some(BackupPhase::Failed) | Some(BackupPhase::Deleting) => {
@@ -310,6 +313,8 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         .as_ref()
         .map(|c| c.secret_name.clone())
         .unwrap_or_default();
+    // Before any data exists: a Backup deleted from here on takes its data with it.
+    super::deletion::hold(ctx, b).await?;
     let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config);
     kubeapi::create_if_absent(&ctx.client, &job).await?;
     st.phase = Some(BackupPhase::Running);

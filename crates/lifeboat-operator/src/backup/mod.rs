@@ -1,5 +1,7 @@
 //! Backups: the BackupPolicy Lifeboat creates per data component ([`policy`]) and the Backup
-//! controller that runs `lifeboat-mover backup` in a Job ([`controller`]).
+//! controller that runs `lifeboat-mover backup` in a Job ([`controller`]), and the removal of a
+//! deleted Backup's data ([`deletion`]).
 
 pub mod controller;
+pub mod deletion;
 pub mod policy;

@@ -1,0 +1,67 @@
+//! `lifeboat-mover delete`: removes a backup from the repo, for Backups whose deletionPolicy is
+//! `Delete`.
+
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::repo::{Repo, RepoArgs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeleteArgs {
+    /// The backup to delete.
+    #[arg(long, env = "LIFEBOAT_BACKUP_NAME")]
+    pub backup: String,
+    #[command(flatten)]
+    pub repo: RepoArgs,
+}
+
+/// What `delete` prints on stdout.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteSummary {
+    pub backup_name: String,
+    /// Objects removed, the manifest included.
+    pub objects_deleted: usize,
+    /// Whether the backup was already gone (deleting twice is a success: a retried Job must
+    /// not fail).
+    pub already_absent: bool,
+}
+
+pub async fn run(args: DeleteArgs) -> Result<DeleteSummary> {
+    crate::manifest::validate_backup_name(&args.backup)?;
+    let repo = Repo::open(&args.repo)?;
+    let backup = args.backup.as_str();
+    let what = |verb: &str| format!("{verb} backup \"{backup}\"");
+    // The manifest goes first: from then on no restore can start from a backup whose objects
+    // are about to vanish, and a delete cut short leaves only unreferenced objects.
+    let mut deleted = 0;
+    let already_absent = match repo.store.delete(&repo.manifest_path(backup)).await {
+        Ok(()) => {
+            deleted += 1;
+            false
+        }
+        Err(object_store::Error::NotFound { .. }) => true,
+        Err(e) => return Err(repo.error(&what("deleting the manifest of"), &e)),
+    };
+    let prefix = repo.backup_prefix(backup);
+    let objects: Vec<_> = repo
+        .store
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .map_err(|e| repo.error(&what("listing the objects of"), &e))?;
+    for o in objects {
+        match repo.store.delete(&o.location).await {
+            Ok(()) => deleted += 1,
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(repo.error(&what("deleting an object of"), &e)),
+        }
+    }
+    Ok(DeleteSummary {
+        backup_name: backup.to_owned(),
+        objects_deleted: deleted,
+        already_absent: already_absent && deleted == 0,
+    })
+}

@@ -1,0 +1,201 @@
+//! Deleting a Backup whose `deletionPolicy` is `Delete` removes its data from the repo first:
+//! a finalizer holds the Backup while a Job runs `lifeboat-mover delete`.
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::BackupDeletionPolicy;
+use lifeboat_api::{Backup, BackupRepo, labels};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::{kubeapi, repo};
+
+/// The finalizer on Backups whose data must go with them.
+pub const FINALIZER: &str = "lifeboat.io/backup-data";
+
+/// Whether the Backup's data must be removed when the Backup is deleted.
+pub fn owns_data(b: &Backup) -> bool {
+    b.spec.deletion_policy == BackupDeletionPolicy::Delete
+}
+
+async fn set_finalizers(ctx: &Context, b: &Backup, finalizers: Vec<String>) -> Result<()> {
+    let ns = b.namespace().unwrap_or_default();
+    // The resourceVersion makes this a compare-and-swap, so another controller's finalizer
+    // added in between is never dropped.
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": b.resource_version()}
+    });
+    Api::<Backup>::namespaced(ctx.client.clone(), &ns)
+        .patch(
+            &b.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::kube(
+            "updating finalizers of",
+            format!("Backup {ns}/{}", b.name_any()),
+        ))?;
+    Ok(())
+}
+
+/// Puts the finalizer on a Backup that is about to write data it owns.
+pub async fn hold(ctx: &Context, b: &Backup) -> Result<()> {
+    if !owns_data(b) || b.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let mut f = b.finalizers().to_vec();
+    f.push(FINALIZER.into());
+    set_finalizers(ctx, b, f).await
+}
+
+async fn release(ctx: &Context, b: &Backup) -> Result<Action> {
+    let f = b
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    set_finalizers(ctx, b, f).await?;
+    Ok(Action::await_change())
+}
+
+/// Handles a Backup being deleted.
+pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
+    if !b.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let name = b.name_any();
+    let ns = b.namespace().unwrap_or_default();
+    let st = b.status.clone().unwrap_or_default();
+    let data = st.dataset.as_ref().map(|d| d.manifest_path.clone());
+    let (Some(data), Some(repo_name), true) = (data, st.backup_repo_name.clone(), owns_data(b))
+    else {
+        // Nothing was written, or the data is to be kept.
+        return release(ctx, b).await;
+    };
+    // No Job can start in a namespace being deleted; a `pvc` repo's volume goes with it anyway.
+    let terminating = Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(&ns)
+        .await
+        .map_err(Error::kube("reading", format!("Namespace {ns}")))?
+        .is_some_and(|n| n.meta().deletion_timestamp.is_some());
+    let repo_obj = Api::<BackupRepo>::all(ctx.client.clone())
+        .get_opt(&repo_name)
+        .await
+        .map_err(Error::kube("reading", format!("BackupRepo {repo_name}")))?;
+    let Some(repo_obj) = repo_obj.filter(|_| !terminating) else {
+        ctx.event(b, EventType::Warning, "BackupDataKept", "Delete", format!(
+            "the data of Backup {ns}/{name} ({data} in BackupRepo {repo_name}) was not deleted: {}",
+            if terminating { "its namespace is being deleted" } else { "the BackupRepo no longer exists" }
+        ))
+        .await;
+        return release(ctx, b).await;
+    };
+    let job_name = format!("{name}-delete");
+    match kubeapi::get_opt::<Job>(&ctx.client, &ns, &job_name).await? {
+        None => {
+            let access =
+                repo::access::access(&repo_obj, &ns).map_err(|e| Error::InvalidObject {
+                    object: format!("BackupRepo {repo_name}"),
+                    message: e.to_string(),
+                })?;
+            crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
+            kubeapi::create_if_absent(
+                &ctx.client,
+                &delete_job(b, &job_name, &data, &access, &ctx.config.mover_image),
+            )
+            .await?;
+            Ok(Action::requeue(std::time::Duration::from_secs(3)))
+        }
+        Some(job) => {
+            let js = job.status.unwrap_or_default();
+            if js.succeeded.unwrap_or(0) > 0 {
+                tracing::info!(backup = %name, data = %data, "backup data deleted");
+                return release(ctx, b).await;
+            }
+            let failed = js
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Failed" && c.status == "True");
+            if failed {
+                let pods: Vec<Pod> =
+                    kubeapi::list(&ctx.client, &ns, &format!("job-name={job_name}")).await?;
+                let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
+                ctx.event(b, EventType::Warning, "BackupDataKept", "Delete", format!(
+                    "deleting the data of Backup {ns}/{name} failed, so {data} stays in BackupRepo {repo_name}: {}",
+                    kubeapi::termination_message(latest).trim()
+                ))
+                .await;
+                return release(ctx, b).await;
+            }
+            Ok(Action::requeue(std::time::Duration::from_secs(3)))
+        }
+    }
+}
+
+fn delete_job(
+    b: &Backup,
+    name: &str,
+    data: &str,
+    access: &repo::access::RepoAccess,
+    image: &str,
+) -> Job {
+    let mut env = access.env.clone();
+    env.push(k8s_openapi::api::core::v1::EnvVar {
+        name: "LIFEBOAT_BACKUP_NAME".into(),
+        value: Some(data.to_owned()),
+        ..Default::default()
+    });
+    let labels_map: std::collections::BTreeMap<String, String> = [
+        (
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_VALUE.to_owned(),
+        ),
+        ("lifeboat.io/backup".to_owned(), b.name_any()),
+    ]
+    .into();
+    Job {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: b.namespace(),
+            labels: Some(labels_map.clone()),
+            owner_references: b.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(2),
+            active_deadline_seconds: Some(600),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels_map),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".into()),
+                    enable_service_links: Some(false),
+                    containers: vec![Container {
+                        name: "delete".into(),
+                        image: Some(image.to_owned()),
+                        image_pull_policy: Some("IfNotPresent".into()),
+                        command: Some(vec!["lifeboat-mover".into(), "delete".into()]),
+                        env: Some(env),
+                        volume_mounts: Some(access.mounts.clone()),
+                        termination_message_policy: Some("FallbackToLogsOnError".into()),
+                        ..Default::default()
+                    }],
+                    volumes: Some(access.volumes.clone()),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
