@@ -236,19 +236,29 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 let job = input.prepare_jobs.get(i).cloned().flatten();
                 let may_start =
                     input.req.policy == VolumeClaimRestorePolicy::Parallel || earlier_done;
-                match (&job, pvc.exists, pvc.deleting) {
-                    (Some(j), _, true) if !j.succeeded => {
-                        p.fail(now, PREPARE_DATA, format!(
-                            "PersistentVolumeClaim {} is being deleted while prepareData Job/{} still needs it",
+                // Until the workload has taken them over, a restored volume that goes away
+                // would be replaced by an empty one: that ends the restore, whether or not its
+                // Job has finished.
+                let lost = |state: &str, j: &JobObs| {
+                    if j.succeeded {
+                        format!(
+                            "PersistentVolumeClaim {} {state} after prepareData Job/{} wrote the backup into it, before the database started on it",
                             pvc.name, j.name
-                        ));
+                        )
+                    } else {
+                        format!(
+                            "PersistentVolumeClaim {} {state} while prepareData Job/{} still needs it",
+                            pvc.name, j.name
+                        )
+                    }
+                };
+                match (&job, pvc.exists, pvc.deleting) {
+                    (Some(j), _, true) => {
+                        p.fail(now, PREPARE_DATA, lost("is being deleted", j));
                         return p;
                     }
-                    (Some(j), false, _) if !j.succeeded => {
-                        p.fail(now, PREPARE_DATA, format!(
-                            "PersistentVolumeClaim {} disappeared while prepareData Job/{} still needs it",
-                            pvc.name, j.name
-                        ));
+                    (Some(j), false, _) => {
+                        p.fail(now, PREPARE_DATA, lost("disappeared", j));
                         return p;
                     }
                     (None, _, true) => {
@@ -660,6 +670,31 @@ mod tests {
             "{msg}"
         );
         assert!(!p.workload_allowed);
+    }
+
+    #[test]
+    fn restored_volume_deleted_before_the_workload_fails() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut i = input(&r, 5);
+        // Volume 0 was written, then deleted before volume 1 finished: without this check the
+        // StatefulSet would provision an empty volume in its place.
+        i.pvcs = vec![
+            PvcObs {
+                name: "data-fdb-falkordb-0".into(),
+                exists: false,
+                deleting: false,
+            },
+            pvc(1, true),
+        ];
+        i.prepare_jobs = vec![job(0, true), job(1, false)];
+        let p = step(i, &p1);
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        let msg = p.failed.expect("failed");
+        assert!(
+            msg.contains("data-fdb-falkordb-0") && msg.contains("before the database started"),
+            "{msg}"
+        );
     }
 
     #[test]
