@@ -434,10 +434,11 @@ async fn pvc_deleted_while_prepare_data_runs_fails_naming_it() -> Result<()> {
         )
         .await?;
         let pvcs: Api<PersistentVolumeClaim> = ns.api();
-        // Serial: volume 1 is created only after volume 0 is written; delete it as soon as it
-        // appears, while its Job needs it.
-        poll("the second data PVC", RESTORE_TIMEOUT, || async {
-            Ok(match pvcs.get_opt("data-r-pvcgone-falkordb-1").await? {
+        let jobs: Api<Job> = ns.api();
+        // Serial: volume 1 gets its Job only after volume 0 is written; delete the volume as soon
+        // as its Job exists, while the Job needs it.
+        poll("the second prepareData Job", RESTORE_TIMEOUT, || async {
+            Ok(match jobs.get_opt("r-pvcgone-falkordb-prepare-1").await? {
                 Some(_) => Ok(()),
                 None => Err("not yet".into()),
             })
