@@ -301,7 +301,37 @@ async fn expect_failed(
         sts.get_opt(&format!("{name}-falkordb")).await?.is_none(),
         "a failed restore created the data StatefulSet"
     );
+    report_failure_latency(ns, &name).await?;
     watcher.finish()
+}
+
+/// Prints how long after the Restore failed its reason was on the Cluster (what `kubectl describe
+/// cluster` shows), from the objects' own timestamps.
+async fn report_failure_latency(ns: &TestNamespace, cluster: &str) -> Result<()> {
+    let restores: Api<Restore> = ns.api();
+    let Some(r) = restores
+        .get_opt(&format!("{cluster}-falkordb-restore"))
+        .await?
+    else {
+        // Failed before a Restore existed (an invalid request): the reason is on the Cluster only.
+        return Ok(());
+    };
+    let clusters: Api<lifeboat_api::Cluster> = ns.api();
+    let c = clusters.get(cluster).await?;
+    let failed_at = r.status.and_then(|s| s.completion_timestamp);
+    let shown_at = c
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Restore"))
+        .map(|c| c.last_transition_time);
+    if let (Some(f), Some(s)) = (failed_at, shown_at) {
+        eprintln!(
+            "Restore of {cluster} failed at {}; reason on the Cluster at {} ({}s later)",
+            f.0,
+            s.0,
+            s.0.as_second() - f.0.as_second()
+        );
+    }
+    Ok(())
 }
 
 #[tokio::test]

@@ -129,7 +129,8 @@ async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobOb
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {
             obs.output = last_log_line(ctx, ns, &pname).await;
-        } else {
+        }
+        if !obs.succeeded {
             let events = pod_events(ctx, ns, &pname).await;
             obs.stuck = diagnose::diagnose(p, &events);
         }

@@ -159,7 +159,11 @@ fn job(
         },
         spec: Some(JobSpec {
             backoff_limit: Some(2),
-            active_deadline_seconds: Some(i64::try_from(deadline_secs).unwrap_or(i64::MAX)),
+            // A minute past the stage deadline: the stage fails first, quoting why the pod is
+            // stuck; this only stops a Job the operator is no longer watching.
+            active_deadline_seconds: Some(
+                i64::try_from(deadline_secs.saturating_add(60)).unwrap_or(i64::MAX),
+            ),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),

@@ -275,10 +275,15 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 match &job {
                     Some(j) => {
                         if let Some(f) = &j.failed {
+                            // A Job that timed out with its pod never started says why here.
+                            let why = match &j.stuck {
+                                Some(st) => format!("{f}; {}", st.message),
+                                None => f.clone(),
+                            };
                             p.fail(
                                 now,
                                 PREPARE_DATA,
-                                format!("prepareData Job/{} failed: {f}", j.name),
+                                format!("prepareData Job/{} failed: {why}", j.name),
                             );
                             return p;
                         }
