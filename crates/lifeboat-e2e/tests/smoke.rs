@@ -281,10 +281,24 @@ async fn falkordb_answers_graph_query() -> Result<()> {
         .await?;
         ensure!(out.contains("bob"), "GRAPH.QUERY MATCH answered {out:?}");
 
-        let out = exec_ok(&pods, "falkordb", &["redis-cli", "DBSIZE"]).await?;
+        // The graph's key, and possibly the `telemetry{social}` stream FalkorDB adds beside it
+        // asynchronously after queries; nothing else.
+        let keys = exec_ok(&pods, "falkordb", &["redis-cli", "--raw", "KEYS", "*"]).await?;
+        let mut keys: Vec<&str> = keys
+            .lines()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .collect();
+        keys.sort_unstable();
         ensure!(
-            out.trim() == "1",
-            "DBSIZE answered {out:?}, expected 1 (the graph key)"
+            keys == ["social"] || keys == ["social", "telemetry{social}"],
+            "KEYS answered {keys:?}, expected the graph key (and its telemetry stream)"
+        );
+        let out = exec_ok(&pods, "falkordb", &["redis-cli", "DBSIZE"]).await?;
+        let n: usize = out.trim().parse().unwrap_or(0);
+        ensure!(
+            (1..=2).contains(&n),
+            "DBSIZE answered {out:?}, expected the graph key and at most its telemetry stream"
         );
 
         let out = exec_ok(&pods, "falkordb", &["redis-cli", "MODULE", "LIST"]).await?;
