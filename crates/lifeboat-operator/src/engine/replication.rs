@@ -65,6 +65,24 @@ for h in ${SENTINEL_HOSTS:-}; do
   m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
   if [ -n "$m" ]; then master="$m"; break; fi
 done
+if [ -n "$master" ] && [ "$master" = "$self" ]; then
+  # The sentinels still name this server, which is only now starting: the master was lost
+  # (deleted or crashed) before they noticed. Hand the role to a replica, which holds the data and
+  # is serving, rather than come back as a master behind the clients' backs; with no replica able
+  # to take over, the failover is refused and this server resumes as the master.
+  for h in ${SENTINEL_HOSTS}; do
+    if timeout 3 redis-cli -h "$h" -p 26379 SENTINEL FAILOVER "$MASTER_NAME" 2>/dev/null | grep -q OK; then
+      i=0
+      while [ "$i" -lt 30 ]; do
+        m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
+        if [ -n "$m" ] && [ "$m" != "$self" ]; then master="$m"; break; fi
+        i=$((i + 1))
+        sleep 1
+      done
+      break
+    fi
+  done
+fi
 if [ -z "$master" ] && [ -n "${SENTINEL_HOSTS:-}" ] && [ "$ordinal" != "0" ]; then
   master="${FIRST_DATA_POD}"
 fi
