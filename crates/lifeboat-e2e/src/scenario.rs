@@ -115,7 +115,7 @@ pub async fn write_dataset(
         "GRAPH.QUERY social \"UNWIND range(1, 50) AS i CREATE (:Person {name: 'p' + toString(i)})-[:KNOWS]->(:Person {name: 'q' + toString(i)})\"",
     )
     .await?;
-    written.graph_rows = redis_cli(&pods, &primary, GRAPH_QUERY).await?;
+    written.graph_rows = graph_rows(&redis_cli(&pods, &primary, GRAPH_QUERY).await?);
     // What the source holds now is what a restore must give back, key for key. FalkorDB adds a
     // `telemetry{<graph>}` stream beside a graph, asynchronously, after queries; it is not data
     // (the mover's fingerprint leaves it out too), so keys are counted without it.
@@ -130,6 +130,18 @@ pub async fn write_dataset(
         written.graph_rows
     );
     Ok(written)
+}
+
+/// The rows of a `GRAPH.QUERY` reply as redis-cli prints them, without the statistics lines
+/// (execution time, cache use) that differ from run to run.
+pub fn graph_rows(reply: &str) -> String {
+    reply
+        .lines()
+        .filter(|l| {
+            !l.starts_with("Cached execution") && !l.starts_with("Query internal execution time")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Keys in database `db` of a server, without FalkorDB's telemetry streams.
@@ -311,7 +323,7 @@ pub async fn assert_restored(ns: &TestNamespace, cluster: &str, want: &Written) 
             "db{db} on {primary}: {size} keys but {n} were backed up"
         );
     }
-    let rows = redis_cli(&pods, &primary, GRAPH_QUERY).await?;
+    let rows = graph_rows(&redis_cli(&pods, &primary, GRAPH_QUERY).await?);
     ensure!(
         rows == want.graph_rows,
         "graph rows differ on {primary}:\n{rows}\nvs backed up:\n{}",
