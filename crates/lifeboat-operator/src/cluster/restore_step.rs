@@ -317,9 +317,6 @@ pub async fn step(
             .await?;
         }
     }
-    if p.open_gates {
-        open_gates(ctx, &ns, &pod_list).await?;
-    }
     if p.status != status {
         kubeapi::apply_status::<Restore>(
             &ctx.client,
@@ -331,6 +328,12 @@ pub async fn step(
             })?,
         )
         .await?;
+    }
+    // Gates open only after the Restore says Completed: no reader may see a Ready pod while the
+    // Restore still claims to be running. A failure here is retried, since a Completed Restore
+    // keeps asking for open gates.
+    if p.open_gates {
+        open_gates(ctx, &ns, &pod_list).await?;
     }
     if let Some(msg) = &p.failed {
         Metrics::outcome(&ctx.metrics.restores, "failed");
