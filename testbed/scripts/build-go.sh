@@ -98,12 +98,13 @@ build_simple() { # name version module-path package-path
   echo "$version" > "$BIN/$name.version"
 }
 
-# What the test bed runs; MinIO is for the mover's tests, not the bed.
+# What the test bed runs, MinIO included (the bed's S3 store and the mover's tests).
 build_testbed() {
   build_simple etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3
   build_kubernetes
   build_simple local-path-provisioner "$LPP_VERSION" github.com/rancher/local-path-provisioner github.com/rancher/local-path-provisioner
   build_simple coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns
+  build_simple minio "$MINIO_VERSION" github.com/minio/minio github.com/minio/minio
 }
 
 what="${1:-all}"
@@ -114,9 +115,6 @@ case "$what" in
   coredns) build_simple coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns ;;
   minio) build_simple minio "$MINIO_VERSION" github.com/minio/minio github.com/minio/minio ;;
   testbed) build_testbed ;;
-  all)
-    build_testbed
-    build_simple minio "$MINIO_VERSION" github.com/minio/minio github.com/minio/minio
-    ;;
+  all) build_testbed ;;
   *) echo "usage: $0 [all|testbed|kubernetes|etcd|local-path-provisioner|coredns|minio]" >&2; exit 2 ;;
 esac

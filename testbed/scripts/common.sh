@@ -37,6 +37,13 @@ CLUSTER_DNS=$NODE_IP
 
 CONTAINERD_SOCK="$LIFEBOAT_RUN/containerd/containerd.sock"
 
+# The bed's S3-compatible store: MinIO on the host, reachable from pods at the
+# node address. Its root credentials are generated per bed and written to
+# $MINIO_CREDENTIALS (KEY=value lines) for tests and the demo.
+MINIO_ADDR=$NODE_IP:9000
+MINIO_BUCKET=lifeboat
+MINIO_CREDENTIALS="$LIFEBOAT_STATE/minio/credentials.env"
+
 IMG_DEBIAN=localhost/lifeboat/debian:bookworm
 IMG_PAUSE=localhost/lifeboat/pause:1.0
 IMG_FALKORDB=localhost/lifeboat/falkordb:$FALKORDB_TAG

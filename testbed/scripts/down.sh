@@ -43,7 +43,7 @@ stop_components() {
 
 # kubelet first, so nothing restarts the containers being removed below.
 stop_components kubelet
-stop_components local-path-provisioner coredns kube-proxy kube-scheduler kube-controller-manager
+stop_components minio local-path-provisioner coredns kube-proxy kube-scheduler kube-controller-manager
 
 netns=()
 if [ -S "$CONTAINERD_SOCK" ] && "$here/services.sh" running containerd; then

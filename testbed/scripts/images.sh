@@ -86,7 +86,7 @@ build_project() {
   ctx="$(mktemp -d)"
   cp "$bins/lifeboat-operator" "$ctx/"
   log "$IMG_OPERATOR: building"
-  bud "$IMG_OPERATOR" "$images/operator" "$ctx" --build-arg "BASE_IMAGE=$IMG_DEBIAN"
+  bud "$IMG_OPERATOR" "$images/operator" "$ctx" --build-arg "BASE_IMAGE=$IMG_DEBIAN" --build-arg "FALKORDB_IMAGE=$IMG_FALKORDB"
   rm -f "$ctx/lifeboat-operator"
   cp "$bins/lifeboat-mover" "$ctx/"
   log "$IMG_MOVER: building"

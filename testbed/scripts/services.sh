@@ -7,7 +7,7 @@
 #
 #   services.sh start NAME    NAME: containerd etcd kube-apiserver
 #                             kube-controller-manager kube-scheduler kubelet
-#                             kube-proxy coredns local-path-provisioner
+#                             kube-proxy coredns local-path-provisioner minio
 #   services.sh running NAME  exit 0 when NAME runs
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -273,6 +273,23 @@ YAML
     --namespace local-path-storage \
     --configmap-name local-path-config \
     --service-account-name local-path-provisioner-service-account
+}
+
+start_minio() {
+  mkdir -p "$LIFEBOAT_STATE/minio/data"
+  if [ ! -s "$MINIO_CREDENTIALS" ]; then
+    umask 077
+    printf 'MINIO_ROOT_USER=lifeboat\nMINIO_ROOT_PASSWORD=%s\n' \
+      "$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$MINIO_CREDENTIALS"
+  fi
+  # A top-level directory of a single-drive MinIO is a bucket.
+  mkdir -p "$LIFEBOAT_STATE/minio/data/$MINIO_BUCKET"
+  local user password
+  user="$(sed -n 's/^MINIO_ROOT_USER=//p' "$MINIO_CREDENTIALS")"
+  password="$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$MINIO_CREDENTIALS")"
+  MINIO_ROOT_USER="$user" MINIO_ROOT_PASSWORD="$password" MINIO_BROWSER=off \
+    launch minio "$BIN/minio" server --quiet --address "$MINIO_ADDR" \
+      "$LIFEBOAT_STATE/minio/data"
 }
 
 case "${1:-}" in

@@ -53,9 +53,25 @@ pub fn run(args: CiArgs) -> Result<()> {
     stage("testbed up", testbed::up)?;
     stage("testbed images", testbed::images)?;
     deploy::operator()?;
-    testbed::run_e2e("smoke", 2)?;
-    testbed::run_e2e("crds", 2)?;
-    testbed::run_e2e("cluster", 1)?;
-    testbed::run_e2e("restore", 1)?;
+    // Every tier runs even after one failed, so that one run reports every broken tier.
+    let failed: Vec<&str> = [
+        ("smoke", 2),
+        ("crds", 2),
+        ("cluster", 1),
+        ("restore", 1),
+        ("s3", 1),
+    ]
+    .into_iter()
+    .filter_map(|(tier, threads)| match testbed::run_e2e(tier, threads) {
+        Ok(()) => None,
+        Err(e) => {
+            eprintln!("e2e tier {tier} failed: {e:#}");
+            Some(tier)
+        }
+    })
+    .collect();
+    if !failed.is_empty() {
+        anyhow::bail!("end-to-end tiers failed: {}", failed.join(", "));
+    }
     Ok(())
 }

@@ -61,6 +61,7 @@ pub fn run(args: TestbedArgs) -> Result<()> {
 
 /// Names as in `testbed/scripts/common.sh`.
 const NODE_NAME: &str = "lifeboat-node";
+const MINIO_ADDR: &str = "10.200.0.1:9000";
 const IMG_DEBIAN: &str = "localhost/lifeboat/debian:bookworm";
 const IMG_PAUSE: &str = "localhost/lifeboat/pause:1.0";
 const IMG_FALKORDB: &str = "localhost/lifeboat/falkordb:4.16.3";
@@ -78,6 +79,7 @@ const COMPONENTS: &[&str] = &[
     "kube-proxy",
     "coredns",
     "local-path-provisioner",
+    "minio",
 ];
 
 /// Cluster state (etcd, kubelet, containerd, certificates, logs); deleted by `down` except logs.
@@ -291,6 +293,19 @@ pub fn up() -> Result<()> {
             &["coredns"],
             || {
                 Ok(http_get("127.0.0.1:8181", "/ready")
+                    .map(|(c, _)| c == 200)
+                    .unwrap_or(false))
+            },
+        )
+    })?;
+    stage("minio (the bed's S3 store)", || {
+        start("minio")?;
+        wait_for(
+            "minio /minio/health/ready",
+            Duration::from_secs(60),
+            &["minio"],
+            || {
+                Ok(http_get(MINIO_ADDR, "/minio/health/ready")
                     .map(|(c, _)| c == 200)
                     .unwrap_or(false))
             },

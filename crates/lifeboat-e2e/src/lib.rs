@@ -8,6 +8,7 @@
 //! observed in the namespace when it fails.
 
 pub mod lifeboat;
+pub mod s3;
 pub mod scenario;
 
 use std::fmt::Write as _;

@@ -13,7 +13,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, RestorePhase};
-use lifeboat_api::{Backup, BackupRepo, Cluster, ClusterPhase, Restore};
+use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, ClusterPhase, Restore};
 use serde_json::{Value, json};
 
 use crate::lifeboat::*;
@@ -155,11 +155,27 @@ pub async fn data_keys(pods: &Api<Pod>, pod: &str, db: u32) -> Result<u64> {
 
 /// Takes a `datafile` Backup of `cluster` and waits until it is Completed.
 pub async fn backup(ns: &TestNamespace, cluster: &str, name: &str) -> Result<Backup> {
+    backup_with(
+        ns,
+        name,
+        &format!("{cluster}-falkordb-backup-policy"),
+        "Delete",
+    )
+    .await
+}
+
+/// Takes a `datafile` Backup under BackupPolicy `policy` and waits until it is Completed.
+pub async fn backup_with(
+    ns: &TestNamespace,
+    name: &str,
+    policy: &str,
+    deletion_policy: &str,
+) -> Result<Backup> {
     ns.create::<Backup>(json!({
         "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
         "kind": "Backup",
         "metadata": {"name": name},
-        "spec": {"backupPolicyName": format!("{cluster}-falkordb-backup-policy"), "backupMethod": "datafile"}
+        "spec": {"backupPolicyName": policy, "backupMethod": "datafile", "deletionPolicy": deletion_policy}
     }))
     .await?;
     let api: Api<Backup> = ns.api();
@@ -189,6 +205,37 @@ pub enum Entry {
     Spec,
     /// The deprecated annotation.
     Annotation,
+}
+
+/// A user-written BackupPolicy `name` for `cluster`'s data component: the default one's target
+/// and method, storing into BackupRepo `repo`.
+pub async fn policy_for_repo(
+    ns: &TestNamespace,
+    cluster: &str,
+    name: &str,
+    repo: &str,
+) -> Result<BackupPolicy> {
+    let api: Api<BackupPolicy> = ns.api();
+    let default = poll(
+        &format!("the default BackupPolicy of {cluster}"),
+        Duration::from_secs(60),
+        || async {
+            Ok(api
+                .get_opt(&format!("{cluster}-falkordb-backup-policy"))
+                .await?
+                .ok_or_else(|| "not created yet".to_string()))
+        },
+    )
+    .await?;
+    let mut spec = serde_json::to_value(&default.spec)?;
+    spec["backupRepoName"] = json!(repo);
+    ns.create::<BackupPolicy>(json!({
+        "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+        "kind": "BackupPolicy",
+        "metadata": {"name": name},
+        "spec": spec
+    }))
+    .await
 }
 
 /// The field report's restored Cluster, asking for `backup` through `entry`.

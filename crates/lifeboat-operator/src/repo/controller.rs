@@ -65,64 +65,39 @@ async fn reconcile(repo: &BackupRepo, ctx: &Context) -> Result<Action> {
             .map(String::as_str)
             == Some("true"),
     );
-    let verdict = match super::access::access(repo, "probe") {
-        Err(e) => Err(e.to_string()),
-        Ok(_) => match (
-            &repo.spec.credential,
-            repo.spec.storage_provider_ref.as_str(),
-        ) {
-            (Some(cred), "s3" | "minio") => {
-                let ns = cred.namespace.clone().unwrap_or_default();
-                let sname = cred.name.clone().unwrap_or_default();
-                match kubeapi::get_opt::<Secret>(&ctx.client, &ns, &sname).await? {
-                    None => Err(format!(
-                        "BackupRepo {name}: credential Secret {ns}/{sname} does not exist"
-                    )),
-                    Some(s) => {
-                        let data = s.data.unwrap_or_default();
-                        match ["accessKeyId", "secretAccessKey"]
-                            .iter()
-                            .find(|k| !data.contains_key(**k))
-                        {
-                            Some(k) => Err(format!(
-                                "BackupRepo {name}: credential Secret {ns}/{sname} has no key {k}"
-                            )),
-                            None => Ok(()),
-                        }
-                    }
-                }
-            }
-            _ => Ok(()),
-        },
-    };
+    let verdict = check(repo, ctx).await?;
     match verdict {
-        Ok(()) => {
+        Ok(what) => {
             st.phase = Some(BackupRepoPhase::Ready);
             st.message = None;
             conditions::set(
                 &mut st.conditions,
                 "PreCheckPassed",
                 "True",
-                "ConfigValid",
-                "the provider settings and credentials are complete",
+                "StorageReachable",
+                what,
                 repo.metadata.generation,
                 &now,
             );
         }
-        Err(msg) => {
+        Err((reason, msg)) => {
+            if st.phase != Some(BackupRepoPhase::Failed) || st.message.as_ref() != Some(&msg) {
+                tracing::warn!(repo = %name, reason, message = %msg, "backup repo not usable");
+            }
             st.phase = Some(BackupRepoPhase::Failed);
             st.message = Some(msg.clone());
             conditions::set(
                 &mut st.conditions,
                 "PreCheckPassed",
                 "False",
-                "ConfigInvalid",
+                reason,
                 &msg,
                 repo.metadata.generation,
                 &now,
             );
         }
     }
+    let failed = st.phase == Some(BackupRepoPhase::Failed);
     if repo.spec.storage_provider_ref == "pvc" {
         st.backup_pvc_name = Some(naming::repo_pvc(&name));
     }
@@ -138,7 +113,72 @@ async fn reconcile(repo: &BackupRepo, ctx: &Context) -> Result<Action> {
             "updating status of",
             format!("BackupRepo {name}"),
         ))?;
-    Ok(Action::requeue(Duration::from_secs(60)))
+    // Re-probed on a schedule, since a store can go away without any Kubernetes object changing;
+    // a failed repo sooner, so that a recovered store is usable again quickly.
+    Ok(Action::requeue(if failed {
+        FAILED_RECHECK
+    } else {
+        READY_RECHECK
+    }))
+}
+
+/// How often a Ready repo is probed again.
+const READY_RECHECK: Duration = Duration::from_secs(30);
+/// How often a Failed repo is probed again.
+const FAILED_RECHECK: Duration = Duration::from_secs(10);
+
+/// Checks the repo's settings, its credentials and, for object stores, that the store answers.
+/// `Ok` says what was checked; `Err` is a condition reason and a message naming the repo.
+async fn check(
+    repo: &BackupRepo,
+    ctx: &Context,
+) -> Result<std::result::Result<&'static str, (&'static str, String)>> {
+    let name = repo.name_any();
+    if let Err(e) = super::access::access(repo, "probe") {
+        return Ok(Err(("ConfigInvalid", e.to_string())));
+    }
+    let provider = repo.spec.storage_provider_ref.as_str();
+    let (Some(cred), "s3" | "minio") = (&repo.spec.credential, provider) else {
+        return Ok(Ok(
+            "the repo volume is created in each namespace that uses it",
+        ));
+    };
+    let ns = cred.namespace.clone().unwrap_or_default();
+    let sname = cred.name.clone().unwrap_or_default();
+    let Some(secret) = kubeapi::get_opt::<Secret>(&ctx.client, &ns, &sname).await? else {
+        return Ok(Err((
+            "CredentialMissing",
+            format!("BackupRepo {name}: credential Secret {ns}/{sname} does not exist"),
+        )));
+    };
+    let data = secret.data.unwrap_or_default();
+    let mut keys = Vec::new();
+    for k in ["accessKeyId", "secretAccessKey"] {
+        match data.get(k).map(|v| String::from_utf8(v.0.clone())) {
+            Some(Ok(v)) if !v.is_empty() => keys.push(v),
+            _ => {
+                return Ok(Err((
+                    "CredentialMissing",
+                    format!(
+                        "BackupRepo {name}: credential Secret {ns}/{sname} has no usable key {k}"
+                    ),
+                )));
+            }
+        }
+    }
+    let cfg = |k: &str| repo.spec.config.get(k).map(String::as_str);
+    let target = super::probe::S3Target {
+        endpoint: cfg("endpoint").unwrap_or_default(),
+        region: cfg("region").unwrap_or("us-east-1"),
+        bucket: cfg("bucket").unwrap_or_default(),
+        prefix: repo.spec.path_prefix.as_deref().unwrap_or_default(),
+        access_key_id: &keys[0],
+        secret_access_key: &keys[1],
+    };
+    Ok(match super::probe::probe_s3(&target).await {
+        Ok(()) => Ok("the store answered a listing of the repo's prefix with these credentials"),
+        Err(why) => Err(("StorageUnreachable", format!("BackupRepo {name}: {why}"))),
+    })
 }
 
 fn write(st: &BackupRepoStatus, name: &str) -> Result<serde_json::Value> {

@@ -1,0 +1,257 @@
+//! S3 BackupRepos on the bed, against real MinIO: the repo is Ready only when the store answers;
+//! a Backup into S3 restores in another namespace with verified data, and deleting it removes
+//! its objects; a store that dies while prepareData runs fails the restore, with the reason.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::BackupRepoPhase;
+use lifeboat_api::{Backup, ClusterPhase};
+use lifeboat_e2e::lifeboat::*;
+use lifeboat_e2e::s3::*;
+use lifeboat_e2e::scenario::*;
+use lifeboat_e2e::{client, in_namespace, poll};
+use serde_json::json;
+
+/// How long the BackupRepo controller may take to notice a store came or went.
+const REPO_CHECK: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn s3_repo_is_ready_only_when_the_store_answers() -> Result<()> {
+    let c = client().await?;
+    let creds = bed_credentials()?;
+    s3_repo(&c, "e2e-s3-good", BED_ENDPOINT, BED_BUCKET, &creds).await?;
+    let ok = wait_repo(&c, "e2e-s3-good", BackupRepoPhase::Ready, REPO_CHECK).await;
+
+    s3_repo(
+        &c,
+        "e2e-s3-nothing-listens",
+        &format!("http://{NODE_IP}:1"),
+        BED_BUCKET,
+        &creds,
+    )
+    .await?;
+    let down = wait_repo(
+        &c,
+        "e2e-s3-nothing-listens",
+        BackupRepoPhase::Failed,
+        REPO_CHECK,
+    )
+    .await;
+
+    let wrong = Credentials {
+        access_key_id: creds.access_key_id.clone(),
+        secret_access_key: "not-the-password".into(),
+    };
+    s3_repo(&c, "e2e-s3-wrong-secret", BED_ENDPOINT, BED_BUCKET, &wrong).await?;
+    let denied = wait_repo(
+        &c,
+        "e2e-s3-wrong-secret",
+        BackupRepoPhase::Failed,
+        REPO_CHECK,
+    )
+    .await;
+
+    s3_repo(
+        &c,
+        "e2e-s3-no-bucket",
+        BED_ENDPOINT,
+        "no-such-bucket",
+        &creds,
+    )
+    .await?;
+    let nobucket = wait_repo(&c, "e2e-s3-no-bucket", BackupRepoPhase::Failed, REPO_CHECK).await;
+
+    for r in [
+        "e2e-s3-good",
+        "e2e-s3-nothing-listens",
+        "e2e-s3-wrong-secret",
+        "e2e-s3-no-bucket",
+    ] {
+        delete_repo(&c, r).await?;
+    }
+    let message =
+        |r: lifeboat_api::BackupRepo| r.status.and_then(|s| s.message).unwrap_or_default();
+    ok?;
+    let m = message(down?);
+    eprintln!("nothing listening: {m}");
+    ensure!(
+        m.contains("e2e-s3-nothing-listens") && m.contains(&format!("{NODE_IP}:1")),
+        "the message names neither the repo nor the endpoint: {m}"
+    );
+    let m = message(denied?);
+    eprintln!("wrong secret: {m}");
+    ensure!(
+        m.contains("e2e-s3-wrong-secret") && m.contains("SignatureDoesNotMatch"),
+        "the message does not say the credentials were refused: {m}"
+    );
+    let m = message(nobucket?);
+    eprintln!("no bucket: {m}");
+    ensure!(
+        m.contains("no-such-bucket") && m.contains("NoSuchBucket"),
+        "the message does not say the bucket is missing: {m}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_data() -> Result<()> {
+    const REPO: &str = "e2e-s3-bed";
+    let c = client().await?;
+    let creds = bed_credentials()?;
+    s3_repo(&c, REPO, BED_ENDPOINT, BED_BUCKET, &creds).await?;
+    wait_repo(&c, REPO, BackupRepoPhase::Ready, REPO_CHECK).await?;
+    let store = store(BED_ENDPOINT, BED_BUCKET, &creds)?;
+    let result = in_namespace("s3-source", |src| async move {
+        create_cluster(&src, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&src, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let written = write_dataset(&src, "fdb", 1000, 128).await?;
+        policy_for_repo(&src, "fdb", "fdb-to-s3", REPO).await?;
+        let b = backup_with(&src, "fdb-s3", "fdb-to-s3", "Delete").await?;
+        let st = b.status.clone().unwrap_or_default();
+        ensure!(
+            st.backup_repo_name.as_deref() == Some(REPO),
+            "Backup went to repo {:?}",
+            st.backup_repo_name
+        );
+        let path = st.path.clone().unwrap_or_default();
+        let objects = list(store.as_ref(), &path).await?;
+        eprintln!("Backup fdb-s3 at {path}: {objects:?}");
+        ensure!(
+            objects.iter().any(|(k, _)| k.ends_with("manifest.json"))
+                && objects.iter().any(|(_, size)| *size > 0),
+            "the bucket holds no manifest and data under {path}: {objects:?}"
+        );
+        let src_ns = src.name.clone();
+        in_namespace("s3-target", |dst| {
+            let src_ns = src_ns.clone();
+            async move {
+                let backups: Api<Backup> = Api::namespaced(dst.client.clone(), &src_ns);
+                let grant = json!({"metadata": {"annotations": {"lifeboat.io/allow-restore-to-namespaces": dst.name}}});
+                backups
+                    .patch("fdb-s3", &PatchParams::default(), &Patch::Merge(&grant))
+                    .await?;
+                let watcher = LieWatcher::start(dst.client.clone(), &dst.name, "restored");
+                create_cluster(
+                    &dst,
+                    restored_cluster("restored", &src_ns, "fdb-s3", Entry::Spec, "Parallel", 2),
+                )
+                .await?;
+                let outcome: Result<()> = async {
+                    wait_phase(&dst, "restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+                    assert_restored(&dst, "restored", &written).await?;
+                    eprintln!("{}", restore_report(&dst, "restored").await?);
+                    Ok(())
+                }
+                .await;
+                let lies = watcher.finish();
+                outcome?;
+                lies
+            }
+        })
+        .await?;
+        // deletionPolicy Delete: the Backup goes only after its objects did.
+        let backups: Api<Backup> = src.api();
+        backups.delete("fdb-s3", &DeleteParams::default()).await?;
+        poll(
+            "Backup fdb-s3 to be deleted",
+            Duration::from_secs(180),
+            || async {
+                Ok(match backups.get_opt("fdb-s3").await? {
+                    None => Ok(()),
+                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
+                })
+            },
+        )
+        .await?;
+        let left = list(store.as_ref(), &path).await?;
+        ensure!(
+            left.is_empty(),
+            "deleting the Backup left objects behind: {left:?}"
+        );
+        Ok(())
+    })
+    .await;
+    delete_repo(&c, REPO).await?;
+    result
+}
+
+#[tokio::test]
+async fn repo_unreachable_during_prepare_data_fails_the_restore() -> Result<()> {
+    const REPO: &str = "e2e-s3-doomed";
+    let c = client().await?;
+    let mut minio = OwnMinio::start("doomed").await?;
+    s3_repo(&c, REPO, &minio.endpoint, &minio.bucket, &minio.creds).await?;
+    wait_repo(&c, REPO, BackupRepoPhase::Ready, REPO_CHECK).await?;
+    let result = in_namespace("s3-doomed", |ns| {
+        let minio = &mut minio;
+        async move {
+            create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+            wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+            write_dataset(&ns, "fdb", 500, 64).await?;
+            policy_for_repo(&ns, "fdb", "fdb-to-doomed", REPO).await?;
+            // Retain: with the store gone, a Delete policy could never finish deleting the data,
+            // and the namespace would not go.
+            backup_with(&ns, "fdb-doomed", "fdb-to-doomed", "Retain").await?;
+
+            let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "restored");
+            create_cluster(
+                &ns,
+                restored_cluster(
+                    "restored",
+                    &ns.name,
+                    "fdb-doomed",
+                    Entry::Spec,
+                    "Parallel",
+                    2,
+                ),
+            )
+            .await?;
+            let jobs: Api<Job> = ns.api();
+            poll("the first prepareData Job", RESTORE_TIMEOUT, || async {
+                Ok(match jobs.get_opt("restored-falkordb-prepare-0").await? {
+                    Some(_) => Ok(()),
+                    None => Err("not created yet".to_string()),
+                })
+            })
+            .await?;
+            minio.kill()?;
+            let killed = Instant::now();
+            let cl = wait_phase(&ns, "restored", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+            let msg = cl.status.and_then(|s| s.message).unwrap_or_default();
+            eprintln!(
+                "store killed -> Cluster Failed in {:.1}s: {msg}",
+                killed.elapsed().as_secs_f64()
+            );
+            ensure!(
+                msg.contains("prepareData") && msg.contains("unreachable"),
+                "the message does not say the repo became unreachable during prepareData: {msg}"
+            );
+            let sts: Api<StatefulSet> = ns.api();
+            ensure!(
+                sts.get_opt("restored-falkordb").await?.is_none(),
+                "a database started although prepareData failed"
+            );
+            let failed_jobs: Vec<String> = jobs
+                .list(&Default::default())
+                .await?
+                .items
+                .iter()
+                .filter(|j| j.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0)
+                .map(|j| j.name_any())
+                .collect();
+            ensure!(
+                !failed_jobs.is_empty(),
+                "no failed Job was kept for its logs"
+            );
+            watcher.finish()
+        }
+    })
+    .await;
+    delete_repo(&c, REPO).await?;
+    result
+}
