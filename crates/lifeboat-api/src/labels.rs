@@ -30,6 +30,9 @@ pub const PARAM_SOURCE_TARGET_NAME: &str = "dataprotection.kubeblocks.io/source-
 pub const PARAM_PREPARE_DATA_DEADLINE: &str = "lifeboat.io/prepare-data-deadline";
 /// Lifeboat restore parameter key: the postReady stage deadline (a duration such as `10m`).
 pub const PARAM_POST_READY_DEADLINE: &str = "lifeboat.io/post-ready-deadline";
+/// Annotation on a Backup: how long its Job may take, pending pods included (a duration such as
+/// `45m`); the operator's `--backup-deadline` when absent.
+pub const BACKUP_DEADLINE: &str = "lifeboat.io/backup-deadline";
 /// Annotation on a Backup granting restores from the listed namespaces (comma separated, or `*`).
 pub const RESTORE_GRANT: &str = "lifeboat.io/allow-restore-to-namespaces";
 /// Pod readiness gate that holds restored database pods un-Ready until verification passes.

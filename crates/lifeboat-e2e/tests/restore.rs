@@ -697,3 +697,175 @@ async fn operator_killed_during_prepare_data_resumes_without_duplicating_jobs() 
     })
     .await
 }
+
+#[tokio::test]
+async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> Result<()> {
+    in_source("r-bwait", |ns| async move {
+        let source_backup: Backup = ns.api().get(BACKUP).await?;
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-bwait");
+        create_cluster(
+            &ns,
+            restored_cluster("r-bwait", SOURCE_NS, BACKUP, Entry::Spec, "Serial", 2),
+        )
+        .await?;
+        let policies: Api<lifeboat_api::BackupPolicy> = ns.api();
+        poll("the restoring Cluster's BackupPolicy", Duration::from_secs(60), || async {
+            Ok(policies
+                .get_opt("r-bwait-falkordb-backup-policy")
+                .await?
+                .map(|_| ())
+                .ok_or_else(|| "not created yet".to_string()))
+        })
+        .await?;
+        ns.create::<Backup>(json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+            "kind": "Backup",
+            "metadata": {"name": "r-bwait-backup"},
+            "spec": {"backupPolicyName": "r-bwait-falkordb-backup-policy", "backupMethod": "datafile"}
+        }))
+        .await?;
+        let backups: Api<Backup> = ns.api();
+        let restores: Api<Restore> = ns.api();
+        let waiting = poll("the Backup to say it waits for the restore", Duration::from_secs(60), || async {
+            let b = backups.get("r-bwait-backup").await?;
+            let st = b.status.unwrap_or_default();
+            let cond = st.conditions.iter().find(|c| c.type_ == "Waiting");
+            let restore_phase = restores
+                .get_opt("r-bwait-falkordb-restore")
+                .await?
+                .and_then(|r| r.status)
+                .and_then(|s| s.phase);
+            Ok(match cond {
+                Some(c) if c.status == "True" && c.reason == "ClusterRestoring" => {
+                    if restore_phase == Some(RestorePhase::Completed) {
+                        Err(anyhow::anyhow!("the Backup says it waits, but the restore already completed: the test raced"))?
+                    }
+                    Ok((st.phase, c.message.clone()))
+                }
+                _ => Err(format!("phase {:?}, condition {cond:?}, restore {restore_phase:?}", st.phase)),
+            })
+        })
+        .await?;
+        eprintln!("while restoring, the Backup said: {waiting:?}");
+        ensure!(
+            waiting.1.contains("r-bwait") && waiting.1.contains("restore"),
+            "the Waiting message does not name the Cluster and its restore: {}",
+            waiting.1
+        );
+        let outcome = async {
+            let b = poll("the Backup to complete after the restore", RESTORE_TIMEOUT, || async {
+                let b = backups.get("r-bwait-backup").await?;
+                let st = b.status.clone().unwrap_or_default();
+                Ok(match st.phase {
+                    Some(lifeboat_api::BackupPhase::Completed) => Ok(b),
+                    Some(lifeboat_api::BackupPhase::Failed) => {
+                        Err(anyhow::anyhow!("Backup failed: {:?}", st.failure_reason))?
+                    }
+                    p => Err(format!("phase {p:?}")),
+                })
+            })
+            .await?;
+            let r = restores.get("r-bwait-falkordb-restore").await?;
+            ensure!(
+                r.status.and_then(|s| s.phase) == Some(RestorePhase::Completed),
+                "the Backup completed but the restore did not"
+            );
+            let got = b.status.and_then(|s| s.dataset).map(|d| d.fingerprint);
+            let want = source_backup.status.and_then(|s| s.dataset).map(|d| d.fingerprint);
+            ensure!(
+                got.is_some() && got == want,
+                "the backup of the restored Cluster holds {got:?}, the original backup {want:?}"
+            );
+            Ok(())
+        }
+        .await;
+        let _ = backups.delete("r-bwait-backup", &DeleteParams::default()).await;
+        let lies = watcher.finish();
+        outcome?;
+        lies
+    })
+    .await
+}
+
+#[tokio::test]
+async fn backup_job_that_cannot_be_scheduled_fails_within_its_deadline() -> Result<()> {
+    // No Cluster of its own: it backs up the shared source Cluster.
+    in_source("none", |ns| async move {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ns.client.clone());
+        let node = nodes
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .next()
+            .map(|n| n.name_any())
+            .ok_or_else(|| anyhow::anyhow!("the cluster has no node"))?;
+        let cordon = |on: bool| {
+            let nodes = nodes.clone();
+            let node = node.clone();
+            async move {
+                nodes
+                    .patch(
+                        &node,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&json!({"spec": {"unschedulable": on}})),
+                    )
+                    .await
+            }
+        };
+        // A cordoned node: the running database keeps running, but the backup Job's pod,
+        // pinned to that node to mount the data volume, can never be scheduled.
+        cordon(true).await?;
+        let backups: Api<Backup> = ns.api();
+        let outcome = async {
+            ns.create::<Backup>(json!({
+                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+                "kind": "Backup",
+                "metadata": {"name": "unsched-backup", "annotations": {"lifeboat.io/backup-deadline": "40s"}},
+                "spec": {"backupPolicyName": "fdb-falkordb-backup-policy", "backupMethod": "datafile"}
+            }))
+            .await?;
+            let started = std::time::Instant::now();
+            let b = poll("the Backup to fail", Duration::from_secs(150), || async {
+                let b = backups.get("unsched-backup").await?;
+                let st = b.status.clone().unwrap_or_default();
+                Ok(match st.phase {
+                    Some(lifeboat_api::BackupPhase::Failed) => Ok(b),
+                    p => Err(format!("phase {p:?}")),
+                })
+            })
+            .await?;
+            let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
+            eprintln!(
+                "unschedulable backup Failed {:.0}s after creation (deadline 40s): {reason}",
+                started.elapsed().as_secs_f64()
+            );
+            ensure!(
+                reason.contains("deadline of 40s")
+                    && reason.contains("cannot be scheduled")
+                    && reason.contains("unschedulable"),
+                "the reason does not quote the deadline and the scheduler: {reason}"
+            );
+            let jobs: Api<Job> = ns.api();
+            let job = jobs
+                .list(&ListParams::default().labels("lifeboat.io/backup=unsched-backup"))
+                .await?
+                .items
+                .into_iter()
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("the backup Job was removed"))?;
+            ensure!(
+                job.spec.and_then(|s| s.suspend) == Some(true),
+                "the failed backup's Job is not suspended, so it could still run later"
+            );
+            Ok(())
+        }
+        .await;
+        let uncordoned = cordon(false).await;
+        let _ = backups.delete("unsched-backup", &DeleteParams::default()).await;
+        outcome?;
+        uncordoned?;
+        Ok(())
+    })
+    .await
+}

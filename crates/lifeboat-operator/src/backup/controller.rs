@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -133,6 +133,10 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         Some(BackupPhase::Running) => return observe(b, ctx, st).await,
         Some(BackupPhase::New) | None => {}
     }
+    let deadline = match deadline_of(b, ctx.config.backup_deadline) {
+        Ok(d) => d,
+        Err(msg) => return fail(ctx, b, st, msg).await,
+    };
     let policy_name = &b.spec.backup_policy_name;
     let Some(policy) = kubeapi::get_opt::<BackupPolicy>(&ctx.client, &ns, policy_name).await?
     else {
@@ -315,7 +319,7 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         .unwrap_or_default();
     // Before any data exists: a Backup deleted from here on takes its data with it.
     super::deletion::hold(ctx, b).await?;
-    let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config);
+    let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config, deadline);
     kubeapi::create_if_absent(&ctx.client, &job).await?;
     st.phase = Some(BackupPhase::Running);
     st.start_timestamp = Some(now());
@@ -353,6 +357,7 @@ fn backup_job(
     secret: &str,
     access: &repo::access::RepoAccess,
     cfg: &crate::context::Config,
+    deadline: Duration,
 ) -> Job {
     let ns = b.namespace().unwrap_or_default();
     let claim = pod
@@ -420,8 +425,12 @@ fn backup_job(
         },
         spec: Some(JobSpec {
             backoff_limit: Some(2),
+            // Trails the Backup's own deadline, so the operator, which can say why (a pending
+            // pod's scheduler message), is the one that ends it; this only stops a Job the
+            // operator could not.
             active_deadline_seconds: Some(
-                i64::try_from(cfg.backup_deadline.as_secs()).unwrap_or(i64::MAX),
+                i64::try_from(deadline.as_secs() + JOB_DEADLINE_SLACK.as_secs())
+                    .unwrap_or(i64::MAX),
             ),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
@@ -562,11 +571,120 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         )
         .await;
     }
-    if let Some(p) = latest {
-        let events = Vec::new();
-        if let Some(s) = diagnose::diagnose(p, &events).filter(|s| s.terminal) {
-            return fail(ctx, b, st, format!("Job/{job_name}: {}", s.message)).await;
-        }
+    let stuck = latest.and_then(|p| diagnose::diagnose(p, &[]));
+    if let Some(s) = stuck.as_ref().filter(|s| s.terminal) {
+        return fail(ctx, b, st, format!("Job/{job_name}: {}", s.message)).await;
+    }
+    let deadline = deadline_of(b, ctx.config.backup_deadline).unwrap_or(ctx.config.backup_deadline);
+    let started = st.start_timestamp.as_ref().map(|t| t.0);
+    if let Some(started) = started
+        && past_deadline(started, Timestamp::now(), deadline)
+    {
+        let why = match (&stuck, latest) {
+            (Some(s), _) => s.message.clone(),
+            (None, Some(p)) => format!(
+                "pod {} is still {}",
+                p.name_any(),
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_else(|| "Pending".into())
+            ),
+            (None, None) => "the Job created no pod".into(),
+        };
+        // Suspended, so that a pod still pending cannot start later and write into the repo
+        // under a Backup that already says Failed.
+        let patch = serde_json::json!({"spec": {"suspend": true}});
+        Api::<Job>::namespaced(ctx.client.clone(), &ns)
+            .patch(&job_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::kube("suspending", format!("Job {ns}/{job_name}")))?;
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "Job/{job_name} did not finish within the backup deadline of {}: {why}",
+                duration::format(deadline)
+            ),
+        )
+        .await;
     }
     Ok(Action::requeue(Duration::from_secs(3)))
+}
+
+/// How much longer the Job's own activeDeadlineSeconds runs than the Backup's deadline.
+const JOB_DEADLINE_SLACK: Duration = Duration::from_secs(60);
+
+/// The Backup's deadline: its `lifeboat.io/backup-deadline` annotation, else `default`. `Err`
+/// names the annotation when it does not parse.
+fn deadline_of(b: &Backup, default: Duration) -> std::result::Result<Duration, String> {
+    match b.annotations().get(labels::BACKUP_DEADLINE) {
+        None => Ok(default),
+        Some(v) => duration::parse(v).filter(|d| !d.is_zero()).ok_or_else(|| {
+            format!(
+                "annotation {} of Backup {}/{}: {v:?} is not a duration such as 45m or 1h30m",
+                labels::BACKUP_DEADLINE,
+                b.namespace().unwrap_or_default(),
+                b.name_any()
+            )
+        }),
+    }
+}
+
+/// Whether a backup started at `started` has run past `deadline` at `now`.
+fn past_deadline(started: Timestamp, now: Timestamp, deadline: Duration) -> bool {
+    let elapsed = now.as_second() - started.as_second();
+    u64::try_from(elapsed).is_ok_and(|e| e > deadline.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backup(annotation: Option<&str>) -> Backup {
+        let mut b = Backup::new(
+            "b",
+            serde_json::from_value(serde_json::json!({
+                "backupPolicyName": "p", "backupMethod": "datafile"
+            }))
+            .expect("spec"),
+        );
+        b.metadata.namespace = Some("ns".into());
+        if let Some(v) = annotation {
+            b.metadata.annotations =
+                Some([(labels::BACKUP_DEADLINE.to_owned(), v.to_owned())].into());
+        }
+        b
+    }
+
+    #[test]
+    fn the_deadline_annotation_overrides_the_default_and_bad_values_name_it() {
+        let d = Duration::from_secs(1800);
+        assert_eq!(deadline_of(&backup(None), d), Ok(d));
+        assert_eq!(
+            deadline_of(&backup(Some("45s")), d),
+            Ok(Duration::from_secs(45))
+        );
+        for bad in ["soon", "0s", ""] {
+            let e = deadline_of(&backup(Some(bad)), d).expect_err(bad);
+            assert!(
+                e.contains(labels::BACKUP_DEADLINE) && e.contains("ns/b"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_backup_is_past_its_deadline_only_after_it() {
+        let start = Timestamp::from_second(1_000).expect("ts");
+        let at = |s| Timestamp::from_second(s).expect("ts");
+        let d = Duration::from_secs(60);
+        assert!(!past_deadline(start, at(1_060), d));
+        assert!(past_deadline(start, at(1_061), d));
+        assert!(
+            !past_deadline(start, at(900), d),
+            "a clock step back is not a timeout"
+        );
+    }
 }
