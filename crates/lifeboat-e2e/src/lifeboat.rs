@@ -37,6 +37,29 @@ pub fn falkordb_cluster(name: &str, policy: &str, data: i32) -> Value {
     })
 }
 
+/// A Redis replication Cluster as KubeBlocks' redis addon shapes it: `data` replicas of `redis`
+/// plus 3 of `redis-sentinel`.
+pub fn redis_cluster(name: &str, data: i32) -> Value {
+    let vct = json!([{
+        "name": "data",
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }]);
+    json!({
+        "apiVersion": "apps.kubeblocks.io/v1",
+        "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationPolicy": "Delete",
+            "clusterDef": "redis",
+            "topology": "replication",
+            "componentSpecs": [
+                {"name": "redis", "replicas": data, "volumeClaimTemplates": vct},
+                {"name": "redis-sentinel", "replicas": 3, "volumeClaimTemplates": vct}
+            ]
+        }
+    })
+}
+
 /// Creates a Cluster from a manifest.
 pub async fn create_cluster(ns: &TestNamespace, manifest: Value) -> Result<Cluster> {
     ns.create::<Cluster>(manifest).await
@@ -134,12 +157,21 @@ pub async fn component_pods(
     Ok(list)
 }
 
-/// The pod carrying `kubeblocks.io/role=primary`.
+/// The FalkorDB data pod carrying `kubeblocks.io/role=primary`.
 pub async fn primary_pod(
     ns: &TestNamespace,
     cluster: &str,
 ) -> Result<std::result::Result<String, String>> {
-    let pods = component_pods(ns, cluster, "falkordb").await?;
+    primary_pod_of(ns, cluster, "falkordb").await
+}
+
+/// The pod of `component` carrying `kubeblocks.io/role=primary`.
+pub async fn primary_pod_of(
+    ns: &TestNamespace,
+    cluster: &str,
+    component: &str,
+) -> Result<std::result::Result<String, String>> {
+    let pods = component_pods(ns, cluster, component).await?;
     let primaries: Vec<String> = pods
         .iter()
         .filter(|p| {

@@ -303,3 +303,116 @@ async fn invalid_cluster_fails_naming_the_field_and_creates_nothing() -> Result<
     })
     .await
 }
+
+#[tokio::test]
+async fn redis_replication_cluster_runs_replicates_and_agrees_on_the_master() -> Result<()> {
+    in_namespace("cluster-redis", |ns| async move {
+        create_cluster(&ns, redis_cluster("rds", 2)).await?;
+        wait_phase(&ns, "rds", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let primary = poll("one primary label", Duration::from_secs(30), || {
+            primary_pod_of(&ns, "rds", "redis")
+        })
+        .await?;
+        let info = redis_cli(&pods, &primary, "INFO replication").await?;
+        ensure!(
+            info_field(&info, "role").as_deref() == Some("master")
+                && info_field(&info, "connected_slaves").as_deref() == Some("1"),
+            "primary {primary} should be master with 1 replica: {info}"
+        );
+        let modules = redis_cli(&pods, &primary, "MODULE LIST").await?;
+        ensure!(
+            !modules.to_lowercase().contains("graph"),
+            "a plain Redis cluster loaded a graph module: {modules}"
+        );
+        let mut masters = Vec::new();
+        for s in component_pods(&ns, "rds", "redis-sentinel").await? {
+            let name = s.metadata.name.clone().unwrap_or_default();
+            let out =
+                sentinel_cli(&pods, &name, "SENTINEL get-master-addr-by-name rds-redis").await?;
+            masters.push(out.lines().next().unwrap_or_default().to_owned());
+        }
+        ensure!(
+            masters.len() == 3 && masters.iter().all(|m| m.starts_with(&primary)),
+            "sentinels {masters:?} do not all name the primary {primary}"
+        );
+        let svc = format!("rds-redis.{}.svc.cluster.local", ns.name);
+        redis_cli(
+            &pods,
+            &primary,
+            &format!("-h {svc} SET lifeboat:redis hello"),
+        )
+        .await?;
+        let replica = component_pods(&ns, "rds", "redis")
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .find(|n| n != &primary)
+            .ok_or_else(|| anyhow::anyhow!("no replica pod"))?;
+        poll(
+            "the replica to hold the key",
+            Duration::from_secs(30),
+            || async {
+                let v = redis_cli(&pods, &replica, "GET lifeboat:redis").await?;
+                Ok(if v.trim() == "hello" {
+                    Ok(())
+                } else {
+                    Err(format!("GET: {v:?}"))
+                })
+            },
+        )
+        .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn editing_resources_rolls_the_pods_and_keeps_the_data() -> Result<()> {
+    in_namespace("cluster-resources", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let primary = poll("one primary label", Duration::from_secs(30), || primary_pod(&ns, "fdb")).await?;
+        redis_cli(&pods, &primary, "SET lifeboat:kept yes").await?;
+        let clusters: Api<Cluster> = ns.api();
+        let resources = json!({"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "768Mi"}});
+        let patch = json!([{"op": "add", "path": "/spec/componentSpecs/0/resources", "value": resources}]);
+        let patched = clusters
+            .patch("fdb", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(patch)?))
+            .await?;
+        let generation = patched.metadata.generation;
+        let started = Instant::now();
+        poll("every data pod to run with the new resources, and the Cluster Running", CLUSTER_TIMEOUT, || async {
+            let c = clusters.get("fdb").await?;
+            let st = c.status.clone().unwrap_or_default();
+            let data = component_pods(&ns, "fdb", "falkordb").await?;
+            let updated: Vec<String> = data
+                .iter()
+                .filter(|p| {
+                    let r = p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.resources.clone()).unwrap_or_default();
+                    let memory = r.limits.as_ref().and_then(|l| l.get("memory")).map(|q| q.0.clone());
+                    memory.as_deref() == Some("768Mi")
+                        && p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            Ok(if updated.len() == 2 && st.observed_generation == generation && st.phase == Some(ClusterPhase::Running) {
+                Ok(())
+            } else {
+                Err(format!("ready with the new limits: {updated:?}; phase {:?}, observedGeneration {:?} of {generation:?}", st.phase, st.observed_generation))
+            })
+        })
+        .await?;
+        eprintln!("resources rolled and Running again in {:.0}s", started.elapsed().as_secs_f64());
+        let primary = poll("one primary label", Duration::from_secs(60), || primary_pod(&ns, "fdb")).await?;
+        let v = redis_cli(&pods, &primary, "GET lifeboat:kept").await?;
+        ensure!(v.trim() == "yes", "the key written before the roll reads {v:?} on {primary}");
+        let info = redis_cli(&pods, &primary, "INFO replication").await?;
+        ensure!(
+            info_field(&info, "connected_slaves").as_deref() == Some("1"),
+            "after the roll the primary {primary} has no replica: {info}"
+        );
+        Ok(())
+    })
+    .await
+}

@@ -119,6 +119,7 @@ async fn restore_and_check(
                 r.status
             );
             assert_restored(&ns, name, &written).await?;
+            assert_verification(&ns, name).await?;
             let jobs: Api<Job> = ns.api();
             let prepare: Vec<String> = jobs
                 .list(&ListParams::default())

@@ -144,6 +144,7 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
                 let outcome: Result<()> = async {
                     wait_phase(&dst, "restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
                     assert_restored(&dst, "restored", &written).await?;
+                    assert_verification(&dst, "restored").await?;
                     eprintln!("{}", restore_report(&dst, "restored").await?);
                     Ok(())
                 }

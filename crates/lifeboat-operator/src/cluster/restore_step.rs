@@ -73,17 +73,21 @@ async fn pod_events(ctx: &Context, ns: &str, pod: &str) -> Vec<PodEvent> {
     }
 }
 
-async fn last_log_line(ctx: &Context, ns: &str, pod: &str) -> Option<String> {
+/// The JSON lines at the end of a pod's log. All of them, not just the last: the mover's result
+/// line may be followed by its own structured log lines, and readers pick the line whose shape
+/// they expect (`mover_output::last`).
+async fn json_log_tail(ctx: &Context, ns: &str, pod: &str) -> Option<String> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let lp = LogParams {
-        tail_lines: Some(20),
+        tail_lines: Some(40),
         ..Default::default()
     };
     let logs = api.logs(pod, &lp).await.ok()?;
-    logs.lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .map(str::to_owned)
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// Observes a Job: done, failed for good, or stuck, with its pod's explanation.
@@ -128,7 +132,7 @@ async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobOb
     if let Some(p) = latest {
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {
-            obs.output = last_log_line(ctx, ns, &pname).await;
+            obs.output = json_log_tail(ctx, ns, &pname).await;
         }
         if !obs.succeeded {
             let events = pod_events(ctx, ns, &pname).await;

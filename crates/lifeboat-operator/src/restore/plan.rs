@@ -619,12 +619,25 @@ mod tests {
         assert_eq!(p5.status.phase, Some(RestorePhase::Running));
 
         i.now = at(30);
+        // The mover's result line is followed by its own log line, as in a real verify Job.
         i.verify_job = Some(JobObs {
             name: "fdb-falkordb-verify".into(),
             succeeded: true,
+            output: Some(concat!(
+                r#"{"backupName":"b-1","match":true,"expected":{"databases":{"0":{"keys":3}}},"live":{"databases":{"0":{"keys":3}}},"differences":[]}"#,
+                "\n",
+                r#"{"timestamp":"2026-01-01T00:00:00Z","level":"INFO","fields":{"message":"live dataset matches"}}"#
+            ).into()),
             ..Default::default()
         });
         let p6 = step(i, &p5);
+        let v = p6
+            .status
+            .verification
+            .as_ref()
+            .expect("the verification is recorded");
+        assert!(v.matched);
+        assert_eq!(v.expected.keys.get("0"), Some(&3));
         assert!(p6.open_gates && p6.completed);
         assert_eq!(p6.status.phase, Some(RestorePhase::Completed));
         assert_eq!(p6.status.duration.as_deref(), Some("30s"));
