@@ -38,6 +38,35 @@ where
         .map_err(Error::kube("applying", describe(obj)))
 }
 
+/// Sets the finalizers of a namespaced object as a compare-and-swap on the resourceVersion it was
+/// read at: a finalizer another controller added in between is never dropped, and the conflict
+/// is retried by the caller's next reconcile with a fresh read.
+pub async fn set_finalizers<K>(
+    client: &kube::Client,
+    obj: &K,
+    finalizers: Vec<String>,
+) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}
+    });
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube("updating finalizers of", describe(obj)))?;
+    Ok(())
+}
+
 /// Creates `obj` unless an object of that name exists; returns whether it created it.
 pub async fn create_if_absent<K>(client: &kube::Client, obj: &K) -> Result<bool>
 where

@@ -4,7 +4,7 @@
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -24,24 +24,7 @@ pub fn owns_data(b: &Backup) -> bool {
 }
 
 async fn set_finalizers(ctx: &Context, b: &Backup, finalizers: Vec<String>) -> Result<()> {
-    let ns = b.namespace().unwrap_or_default();
-    // The resourceVersion makes this a compare-and-swap, so another controller's finalizer
-    // added in between is never dropped.
-    let patch = serde_json::json!({
-        "metadata": {"finalizers": finalizers, "resourceVersion": b.resource_version()}
-    });
-    Api::<Backup>::namespaced(ctx.client.clone(), &ns)
-        .patch(
-            &b.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(Error::kube(
-            "updating finalizers of",
-            format!("Backup {ns}/{}", b.name_any()),
-        ))?;
-    Ok(())
+    kubeapi::set_finalizers(&ctx.client, b, finalizers).await
 }
 
 /// Puts the finalizer on a Backup that is about to write data it owns.

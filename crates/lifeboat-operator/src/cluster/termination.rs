@@ -3,7 +3,7 @@
 //! left to garbage collection through owner references and the StatefulSets' PVC retention.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -21,24 +21,7 @@ fn needs_finalizer(c: &Cluster) -> bool {
 }
 
 async fn set_finalizers(ctx: &Context, c: &Cluster, finalizers: Vec<String>) -> Result<()> {
-    let ns = c.namespace().unwrap_or_default();
-    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &ns);
-    // The resourceVersion makes this a compare-and-swap: a finalizer another controller added
-    // in between is never dropped; the conflict is retried with a fresh read.
-    let patch = serde_json::json!({
-        "metadata": {"finalizers": finalizers, "resourceVersion": c.resource_version()}
-    });
-    api.patch(
-        &c.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube(
-        "updating finalizers of",
-        format!("Cluster {ns}/{}", c.name_any()),
-    ))?;
-    Ok(())
+    crate::kubeapi::set_finalizers(&ctx.client, c, finalizers).await
 }
 
 /// Adds the finalizer when the policy needs it, and removes it when it no longer does.
