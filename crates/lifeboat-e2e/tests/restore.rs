@@ -870,3 +870,74 @@ async fn backup_job_that_cannot_be_scheduled_fails_within_its_deadline() -> Resu
     })
     .await
 }
+
+#[tokio::test]
+async fn backup_job_that_keeps_failing_ends_failed_with_the_mover_reason() -> Result<()> {
+    // No Cluster of its own: it backs up the shared source Cluster, with the wrong password.
+    in_source("none", |ns| async move {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = ns.api();
+        let policies: Api<lifeboat_api::BackupPolicy> = ns.api();
+        let backups: Api<Backup> = ns.api();
+        let outcome = async {
+            ns.create::<k8s_openapi::api::core::v1::Secret>(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "fdb-wrong-password"},
+                "stringData": {"username": "default", "password": "not-the-password"}
+            }))
+            .await?;
+            let default = policies.get("fdb-falkordb-backup-policy").await?;
+            let mut spec = serde_json::to_value(&default.spec)?;
+            spec["target"]["connectionCredential"]["secretName"] = json!("fdb-wrong-password");
+            ns.create::<lifeboat_api::BackupPolicy>(json!({
+                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+                "kind": "BackupPolicy",
+                "metadata": {"name": "fdb-wrong-password"},
+                "spec": spec
+            }))
+            .await?;
+            ns.create::<Backup>(json!({
+                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+                "kind": "Backup",
+                "metadata": {"name": "wrong-password-backup"},
+                "spec": {"backupPolicyName": "fdb-wrong-password", "backupMethod": "datafile"}
+            }))
+            .await?;
+            let started = std::time::Instant::now();
+            let b = poll("the Backup to fail", Duration::from_secs(240), || async {
+                let b = backups.get("wrong-password-backup").await?;
+                let st = b.status.clone().unwrap_or_default();
+                Ok(match st.phase {
+                    Some(lifeboat_api::BackupPhase::Failed) => Ok(b),
+                    Some(lifeboat_api::BackupPhase::Completed) => Err(anyhow::anyhow!(
+                        "a backup with the wrong password completed"
+                    ))?,
+                    p => Err(format!("phase {p:?}")),
+                })
+            })
+            .await?;
+            let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
+            eprintln!(
+                "failing backup Failed {:.0}s after creation: {reason}",
+                started.elapsed().as_secs_f64()
+            );
+            ensure!(
+                reason.contains("BackoffLimitExceeded")
+                    && (reason.contains("WRONGPASS") || reason.contains("password")),
+                "the reason does not say the Job gave up and why: {reason}"
+            );
+            Ok(())
+        }
+        .await;
+        let _ = backups
+            .delete("wrong-password-backup", &DeleteParams::default())
+            .await;
+        let _ = policies
+            .delete("fdb-wrong-password", &DeleteParams::default())
+            .await;
+        let _ = secrets
+            .delete("fdb-wrong-password", &DeleteParams::default())
+            .await;
+        outcome
+    })
+    .await
+}
