@@ -17,6 +17,30 @@ pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The field report's Cluster: FalkorDB replication, `data` replicas plus 3 sentinels.
 pub fn falkordb_cluster(name: &str, policy: &str, data: i32) -> Value {
+    replication_cluster(
+        name,
+        "falkordb",
+        ("falkordb", "falkordb-sent"),
+        policy,
+        data,
+    )
+}
+
+/// A Redis replication Cluster as KubeBlocks' redis addon shapes it: `data` replicas of `redis`
+/// plus 3 of `redis-sentinel`.
+pub fn redis_cluster(name: &str, data: i32) -> Value {
+    replication_cluster(name, "redis", ("redis", "redis-sentinel"), "Delete", data)
+}
+
+/// A `replication` Cluster of `cluster_def`: `data` replicas of the data component plus 3
+/// sentinels, each with a 1Gi data volume.
+fn replication_cluster(
+    name: &str,
+    cluster_def: &str,
+    (data_component, sentinel): (&str, &str),
+    policy: &str,
+    data: i32,
+) -> Value {
     let vct = json!([{
         "name": "data",
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
@@ -27,34 +51,11 @@ pub fn falkordb_cluster(name: &str, policy: &str, data: i32) -> Value {
         "metadata": {"name": name},
         "spec": {
             "terminationPolicy": policy,
-            "clusterDef": "falkordb",
+            "clusterDef": cluster_def,
             "topology": "replication",
             "componentSpecs": [
-                {"name": "falkordb", "replicas": data, "volumeClaimTemplates": vct},
-                {"name": "falkordb-sent", "replicas": 3, "volumeClaimTemplates": vct}
-            ]
-        }
-    })
-}
-
-/// A Redis replication Cluster as KubeBlocks' redis addon shapes it: `data` replicas of `redis`
-/// plus 3 of `redis-sentinel`.
-pub fn redis_cluster(name: &str, data: i32) -> Value {
-    let vct = json!([{
-        "name": "data",
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }]);
-    json!({
-        "apiVersion": "apps.kubeblocks.io/v1",
-        "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationPolicy": "Delete",
-            "clusterDef": "redis",
-            "topology": "replication",
-            "componentSpecs": [
-                {"name": "redis", "replicas": data, "volumeClaimTemplates": vct},
-                {"name": "redis-sentinel", "replicas": 3, "volumeClaimTemplates": vct}
+                {"name": data_component, "replicas": data, "volumeClaimTemplates": vct},
+                {"name": sentinel, "replicas": 3, "volumeClaimTemplates": vct}
             ]
         }
     })

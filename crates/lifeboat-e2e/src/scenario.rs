@@ -182,24 +182,45 @@ pub async fn backup_with(
     policy: &str,
     deletion_policy: &str,
 ) -> Result<Backup> {
+    create_backup(ns, name, policy, deletion_policy).await?;
+    wait_backup(ns, name, BackupPhase::Completed, BACKUP_TIMEOUT).await
+}
+
+/// Creates a `datafile` Backup under BackupPolicy `policy`, without waiting.
+pub async fn create_backup(
+    ns: &TestNamespace,
+    name: &str,
+    policy: &str,
+    deletion_policy: &str,
+) -> Result<Backup> {
     ns.create::<Backup>(json!({
         "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
         "kind": "Backup",
         "metadata": {"name": name},
         "spec": {"backupPolicyName": policy, "backupMethod": "datafile", "deletionPolicy": deletion_policy}
     }))
-    .await?;
+    .await
+}
+
+/// Waits until Backup `name` reaches the terminal phase `want`; fails at once, with the Backup's
+/// failure reason, when it reaches the other one.
+pub async fn wait_backup(
+    ns: &TestNamespace,
+    name: &str,
+    want: BackupPhase,
+    timeout: Duration,
+) -> Result<Backup> {
     let api: Api<Backup> = ns.api();
     poll(
-        &format!("Backup {name} to complete"),
-        BACKUP_TIMEOUT,
+        &format!("Backup {name} to be {want:?}"),
+        timeout,
         || async {
             let b = api.get(name).await?;
             let st = b.status.clone().unwrap_or_default();
             match st.phase {
-                Some(BackupPhase::Completed) => Ok(Ok(b)),
-                Some(BackupPhase::Failed) => Err(anyhow::anyhow!(
-                    "Backup {name} failed: {}",
+                Some(p) if p == want => Ok(Ok(b)),
+                Some(p @ (BackupPhase::Completed | BackupPhase::Failed)) => Err(anyhow::anyhow!(
+                    "Backup {name} is {p:?}, not {want:?}: {}",
                     st.failure_reason.unwrap_or_default()
                 )),
                 p => Ok(Err(format!("phase {p:?}"))),
@@ -226,6 +247,20 @@ pub async fn policy_for_repo(
     name: &str,
     repo: &str,
 ) -> Result<BackupPolicy> {
+    policy_from_default(ns, cluster, name, |spec| {
+        spec["backupRepoName"] = json!(repo)
+    })
+    .await
+}
+
+/// A user-written BackupPolicy `name`: a copy of `cluster`'s default policy spec, changed by
+/// `edit`.
+pub async fn policy_from_default(
+    ns: &TestNamespace,
+    cluster: &str,
+    name: &str,
+    edit: impl FnOnce(&mut Value),
+) -> Result<BackupPolicy> {
     let api: Api<BackupPolicy> = ns.api();
     let default = poll(
         &format!("the default BackupPolicy of {cluster}"),
@@ -239,7 +274,7 @@ pub async fn policy_for_repo(
     )
     .await?;
     let mut spec = serde_json::to_value(&default.spec)?;
-    spec["backupRepoName"] = json!(repo);
+    edit(&mut spec);
     ns.create::<BackupPolicy>(json!({
         "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
         "kind": "BackupPolicy",

@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use lifeboat_api::dataprotection::v1alpha1::RestorePhase;
+use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, RestorePhase};
 use lifeboat_api::{Backup, ClusterPhase, Restore};
 use lifeboat_e2e::lifeboat::*;
 use lifeboat_e2e::scenario::*;
@@ -718,13 +718,7 @@ async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> R
                 .ok_or_else(|| "not created yet".to_string()))
         })
         .await?;
-        ns.create::<Backup>(json!({
-            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
-            "kind": "Backup",
-            "metadata": {"name": "r-bwait-backup"},
-            "spec": {"backupPolicyName": "r-bwait-falkordb-backup-policy", "backupMethod": "datafile"}
-        }))
-        .await?;
+        create_backup(&ns, "r-bwait-backup", "r-bwait-falkordb-backup-policy", "Delete").await?;
         let backups: Api<Backup> = ns.api();
         let restores: Api<Restore> = ns.api();
         let waiting = poll("the Backup to say it waits for the restore", Duration::from_secs(60), || async {
@@ -754,18 +748,7 @@ async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> R
             waiting.1
         );
         let outcome = async {
-            let b = poll("the Backup to complete after the restore", RESTORE_TIMEOUT, || async {
-                let b = backups.get("r-bwait-backup").await?;
-                let st = b.status.clone().unwrap_or_default();
-                Ok(match st.phase {
-                    Some(lifeboat_api::BackupPhase::Completed) => Ok(b),
-                    Some(lifeboat_api::BackupPhase::Failed) => {
-                        Err(anyhow::anyhow!("Backup failed: {:?}", st.failure_reason))?
-                    }
-                    p => Err(format!("phase {p:?}")),
-                })
-            })
-            .await?;
+            let b = wait_backup(&ns, "r-bwait-backup", BackupPhase::Completed, RESTORE_TIMEOUT).await?;
             let r = restores.get("r-bwait-falkordb-restore").await?;
             ensure!(
                 r.status.and_then(|s| s.phase) == Some(RestorePhase::Completed),
@@ -827,15 +810,7 @@ async fn backup_job_that_cannot_be_scheduled_fails_within_its_deadline() -> Resu
             }))
             .await?;
             let started = std::time::Instant::now();
-            let b = poll("the Backup to fail", Duration::from_secs(150), || async {
-                let b = backups.get("unsched-backup").await?;
-                let st = b.status.clone().unwrap_or_default();
-                Ok(match st.phase {
-                    Some(lifeboat_api::BackupPhase::Failed) => Ok(b),
-                    p => Err(format!("phase {p:?}")),
-                })
-            })
-            .await?;
+            let b = wait_backup(&ns, "unsched-backup", BackupPhase::Failed, Duration::from_secs(150)).await?;
             let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
             eprintln!(
                 "unschedulable backup Failed {:.0}s after creation (deadline 40s): {reason}",
@@ -885,35 +860,18 @@ async fn backup_job_that_keeps_failing_ends_failed_with_the_mover_reason() -> Re
                 "stringData": {"username": "default", "password": "not-the-password"}
             }))
             .await?;
-            let default = policies.get("fdb-falkordb-backup-policy").await?;
-            let mut spec = serde_json::to_value(&default.spec)?;
-            spec["target"]["connectionCredential"]["secretName"] = json!("fdb-wrong-password");
-            ns.create::<lifeboat_api::BackupPolicy>(json!({
-                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
-                "kind": "BackupPolicy",
-                "metadata": {"name": "fdb-wrong-password"},
-                "spec": spec
-            }))
-            .await?;
-            ns.create::<Backup>(json!({
-                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
-                "kind": "Backup",
-                "metadata": {"name": "wrong-password-backup"},
-                "spec": {"backupPolicyName": "fdb-wrong-password", "backupMethod": "datafile"}
-            }))
-            .await?;
-            let started = std::time::Instant::now();
-            let b = poll("the Backup to fail", Duration::from_secs(240), || async {
-                let b = backups.get("wrong-password-backup").await?;
-                let st = b.status.clone().unwrap_or_default();
-                Ok(match st.phase {
-                    Some(lifeboat_api::BackupPhase::Failed) => Ok(b),
-                    Some(lifeboat_api::BackupPhase::Completed) => Err(anyhow::anyhow!(
-                        "a backup with the wrong password completed"
-                    ))?,
-                    p => Err(format!("phase {p:?}")),
-                })
+            policy_from_default(&ns, "fdb", "fdb-wrong-password", |spec| {
+                spec["target"]["connectionCredential"]["secretName"] = json!("fdb-wrong-password")
             })
+            .await?;
+            create_backup(&ns, "wrong-password-backup", "fdb-wrong-password", "Delete").await?;
+            let started = std::time::Instant::now();
+            let b = wait_backup(
+                &ns,
+                "wrong-password-backup",
+                BackupPhase::Failed,
+                Duration::from_secs(240),
+            )
             .await?;
             let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
             eprintln!(

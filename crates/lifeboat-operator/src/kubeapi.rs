@@ -38,6 +38,21 @@ where
         .map_err(Error::kube("applying", describe(obj)))
 }
 
+/// The last lines of a pod's log, where the mover prints its result line. Whole, not just the
+/// last line: the mover may log after its result, and readers pick the line whose shape they
+/// expect (`mover_output::last`). `None` when the log cannot be read or is empty.
+pub async fn log_tail(client: &kube::Client, ns: &str, pod: &str) -> Option<String> {
+    let lp = kube::api::LogParams {
+        tail_lines: Some(40),
+        ..Default::default()
+    };
+    let logs = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+        .logs(pod, &lp)
+        .await
+        .ok()?;
+    (!logs.trim().is_empty()).then_some(logs)
+}
+
 /// Sets the finalizers of a namespaced object as a compare-and-swap on the resourceVersion it was
 /// read at: a finalizer another controller added in between is never dropped, and the conflict
 /// is retried by the caller's next reconcile with a fresh read.

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -486,14 +486,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
     if js.succeeded.unwrap_or(0) > 0 {
         let logs = match latest {
-            Some(p) => Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-                .logs(
-                    &p.name_any(),
-                    &LogParams {
-                        tail_lines: Some(20),
-                        ..Default::default()
-                    },
-                )
+            Some(p) => kubeapi::log_tail(&ctx.client, &ns, &p.name_any())
                 .await
                 .unwrap_or_default(),
             None => String::new(),

@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::RestorePhase;
@@ -73,23 +73,6 @@ async fn pod_events(ctx: &Context, ns: &str, pod: &str) -> Vec<PodEvent> {
     }
 }
 
-/// The JSON lines at the end of a pod's log. All of them, not just the last: the mover's result
-/// line may be followed by its own structured log lines, and readers pick the line whose shape
-/// they expect (`mover_output::last`).
-async fn json_log_tail(ctx: &Context, ns: &str, pod: &str) -> Option<String> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let lp = LogParams {
-        tail_lines: Some(40),
-        ..Default::default()
-    };
-    let logs = api.logs(pod, &lp).await.ok()?;
-    let lines: Vec<&str> = logs
-        .lines()
-        .filter(|l| l.trim_start().starts_with('{'))
-        .collect();
-    (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
 /// Observes a Job: done, failed for good, or stuck, with its pod's explanation.
 async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobObs>> {
     let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, ns, name).await? else {
@@ -132,7 +115,7 @@ async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobOb
     if let Some(p) = latest {
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {
-            obs.output = json_log_tail(ctx, ns, &pname).await;
+            obs.output = kubeapi::log_tail(&ctx.client, ns, &pname).await;
         }
         if !obs.succeeded {
             let events = pod_events(ctx, ns, &pname).await;
