@@ -18,6 +18,7 @@ use crate::manifest::{
     self, Compression, Consistency, FORMAT_VERSION, Manifest, OBJECTS_DIR, ObjectEntry, Role,
     Source,
 };
+use crate::replica;
 use crate::repo::{Repo, RepoArgs};
 use crate::server::{Server, ServerArgs};
 use crate::stream;
@@ -45,6 +46,15 @@ pub struct BackupArgs {
     /// Seconds to wait for BGSAVE to complete (per attempt).
     #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
     pub bgsave_timeout: u64,
+    /// Seconds a replica gets to catch up with what its primary held when the backup started
+    /// (a primary or standalone server is backed up at once).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = "LIFEBOAT_REPLICA_SYNC_TIMEOUT",
+        default_value_t = 300
+    )]
+    pub replica_sync_timeout: u64,
     /// BGSAVE rounds to try before giving up on a dataset that keeps changing.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: u32,
@@ -192,6 +202,11 @@ fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snaps
     let bgsave_timeout = Duration::from_secs(args.bgsave_timeout);
     let mut srv = Server::connect(opts, Instant::now() + bgsave_timeout)?;
     let redis_version = srv.redis_version()?;
+    replica::wait_caught_up(
+        &mut srv,
+        opts,
+        Duration::from_secs(args.replica_sync_timeout),
+    )?;
     let server_dir = srv.config_get("dir")?;
     let data_dir = match (&args.data_dir, &server_dir) {
         (Some(d), _) => d.clone(),

@@ -21,6 +21,7 @@ pub mod exit {
     pub const DATASET_CHANGED: i32 = 12;
     pub const BACKUP_EXISTS: i32 = 13;
     pub const LOCAL_IO: i32 = 14;
+    pub const REPLICA_BEHIND: i32 = 15;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +88,13 @@ pub enum Error {
         diff: String,
     },
 
+    #[error("replica {replica} has not caught up with its primary {primary}: {cause}")]
+    ReplicaBehind {
+        replica: String,
+        primary: String,
+        cause: String,
+    },
+
     #[error("{what} {path}: {source}")]
     LocalIo {
         what: String,
@@ -114,6 +122,7 @@ impl Error {
             Error::VerifyMismatch { .. } => exit::VERIFY_MISMATCH,
             Error::DatasetChanged { .. } => exit::DATASET_CHANGED,
             Error::LocalIo { .. } => exit::LOCAL_IO,
+            Error::ReplicaBehind { .. } => exit::REPLICA_BEHIND,
             Error::Internal(_) => exit::INTERNAL,
         }
     }

@@ -10,6 +10,7 @@ pub mod fingerprint;
 pub mod inspect;
 pub mod manifest;
 pub mod marker;
+pub mod replica;
 pub mod repo;
 pub mod restore;
 pub mod server;

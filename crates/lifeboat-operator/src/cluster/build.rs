@@ -270,6 +270,13 @@ pub fn password_env(secret: &str, var: &str) -> EnvVar {
     }
 }
 
+/// A data server is ready when it answers and, as a replica, when its link to the primary is up:
+/// a replica in its first sync answers PING over an empty dataset, and counting it ready would let
+/// the Cluster read `Running` (and a backup pick it) before it holds the data.
+const DATA_READINESS: &str = "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG \
+&& r=$(redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning info replication) \
+&& case \"$r\" in *role:slave*) echo \"$r\" | grep -q master_link_status:up ;; *role:master*) true ;; *) false ;; esac";
+
 fn exec_probe(cmd: &str) -> Probe {
     Probe {
         exec: Some(ExecAction {
@@ -320,10 +327,7 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
     ];
     envs.extend(comp.spec.env.iter().cloned());
     let (port_name, probe) = match comp.def.kind {
-        ComponentKind::Data => (
-            "redis",
-            "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG",
-        ),
+        ComponentKind::Data => ("redis", DATA_READINESS),
         ComponentKind::Sentinel => ("sentinel", "redis-cli -p 26379 ping | grep -q PONG"),
     };
     let has_data_vct = comp
