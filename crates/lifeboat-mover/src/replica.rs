@@ -11,10 +11,8 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use crate::error::{Error, Result};
-use crate::server::{Server, ServerOpts};
+use crate::server::{POLL, Server, ServerOpts};
 
-/// How often the replica's progress is polled, within the caller's deadline.
-const POLL: Duration = Duration::from_millis(200);
 /// Upper bound for reaching the primary; the replica named it, so it should answer at once.
 const PRIMARY_CONNECT: Duration = Duration::from_secs(10);
 
@@ -62,14 +60,9 @@ pub fn progress(info: &HashMap<String, String>, target: u64) -> Progress {
 }
 
 /// Waits until `srv`, if it is a replica, has caught up with its primary's offset as read now.
-/// Returns the primary's address when there was one to catch up with.
-pub fn wait_caught_up(
-    srv: &mut Server,
-    opts: &ServerOpts,
-    timeout: Duration,
-) -> Result<Option<String>> {
+pub fn wait_caught_up(srv: &mut Server, opts: &ServerOpts, timeout: Duration) -> Result<()> {
     let Some((host, port)) = primary_of(&srv.info("replication")?) else {
-        return Ok(None);
+        return Ok(());
     };
     let primary_addr = format!("{host}:{port}");
     let replica = srv.addr().to_string();
@@ -99,7 +92,7 @@ pub fn wait_caught_up(
         match progress(&srv.info("replication")?, target) {
             Progress::CaughtUp { offset } => {
                 info!(primary = %primary_addr, target, offset, "replica has caught up with its primary");
-                return Ok(Some(primary_addr));
+                return Ok(());
             }
             Progress::Behind(why) if Instant::now() >= deadline => {
                 return Err(behind(format!("{why} after {}s", timeout.as_secs())));

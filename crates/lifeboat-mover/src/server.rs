@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fingerprint::{DatabaseFingerprint, Fingerprint, GraphCounts, telemetry_key};
 
 /// How often readiness and BGSAVE progress are polled. Polling is bounded by a caller deadline.
-const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// The key type FalkorDB registers for graphs.
 const GRAPH_TYPE: &str = "graphdata";
 
