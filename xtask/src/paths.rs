@@ -3,8 +3,14 @@
 use std::path::PathBuf;
 
 /// The workspace root (the parent of this crate's manifest directory).
+///
+/// `cargo run` sets `CARGO_MANIFEST_DIR` for the process, and that is preferred over the value
+/// compiled in: the target directory is shared between checkouts (it lives in the cache), and
+/// cargo may reuse a binary built in another checkout, whose compiled-in path no longer exists.
 pub fn workspace_root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let here = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     here.parent().map(PathBuf::from).unwrap_or(here)
 }
 

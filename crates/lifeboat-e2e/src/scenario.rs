@@ -164,6 +164,37 @@ pub async fn data_keys(pods: &Api<Pod>, pod: &str, db: u32) -> Result<u64> {
         .with_context(|| format!("counting keys of db{db} on {pod}: {out:?}"))
 }
 
+/// Checks that a Completed Backup recorded the keys a test wrote, database by database, and the
+/// test's graph. An empty or partial backup is caught here, where it was taken, rather than later
+/// as a restore that "lost" data it never had.
+pub fn ensure_backup_holds(b: &Backup, written: &Written) -> Result<()> {
+    let name = b.metadata.name.clone().unwrap_or_default();
+    let fp = b
+        .status
+        .as_ref()
+        .and_then(|s| s.dataset.as_ref())
+        .map(|d| d.fingerprint.clone())
+        .with_context(|| format!("Backup {name} recorded no dataset fingerprint"))?;
+    let recorded: BTreeMap<u32, u64> = fp
+        .keys
+        .iter()
+        .filter_map(|(db, n)| Some((db.parse().ok()?, u64::try_from(*n).ok()?)))
+        .collect();
+    ensure!(
+        recorded == written.keys,
+        "Backup {name} recorded keys per database {recorded:?}, but the test wrote {:?}",
+        written.keys
+    );
+    ensure!(
+        fp.graphs
+            .iter()
+            .any(|g| g.name == "social" && g.nodes == 100 && g.edges == 50),
+        "Backup {name} recorded graphs {:?}, not the test's social graph of 100 nodes and 50 edges",
+        fp.graphs
+    );
+    Ok(())
+}
+
 /// Takes a `datafile` Backup of `cluster` and waits until it is Completed.
 pub async fn backup(ns: &TestNamespace, cluster: &str, name: &str) -> Result<Backup> {
     backup_with(

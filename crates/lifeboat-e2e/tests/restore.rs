@@ -59,7 +59,8 @@ async fn source() -> Result<&'static Source> {
             create_cluster(&ns, falkordb_cluster("empty", "Delete", 2)).await?;
             wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
             let written = write_dataset(&ns, "fdb", 2000, 64).await?;
-            backup(&ns, "fdb", BACKUP).await?;
+            let b = backup(&ns, "fdb", BACKUP).await?;
+            ensure_backup_holds(&b, &written)?;
             wait_phase(&ns, "empty", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
             backup(&ns, "empty", EMPTY_BACKUP).await?;
             Ok(Source { written })

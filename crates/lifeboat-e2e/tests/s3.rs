@@ -112,6 +112,7 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
         let written = write_dataset(&src, "fdb", 1000, 128).await?;
         policy_for_repo(&src, "fdb", "fdb-to-s3", REPO).await?;
         let b = backup_with(&src, "fdb-s3", "fdb-to-s3", "Delete").await?;
+        ensure_backup_holds(&b, &written)?;
         let st = b.status.clone().unwrap_or_default();
         ensure!(
             st.backup_repo_name.as_deref() == Some(REPO),
@@ -193,11 +194,12 @@ async fn repo_unreachable_during_prepare_data_fails_the_restore() -> Result<()> 
         async move {
             create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
             wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
-            write_dataset(&ns, "fdb", 500, 64).await?;
+            let written = write_dataset(&ns, "fdb", 500, 64).await?;
             policy_for_repo(&ns, "fdb", "fdb-to-doomed", REPO).await?;
             // Retain: with the store gone, a Delete policy could never finish deleting the data,
             // and the namespace would not go.
-            backup_with(&ns, "fdb-doomed", "fdb-to-doomed", "Retain").await?;
+            let b = backup_with(&ns, "fdb-doomed", "fdb-to-doomed", "Retain").await?;
+            ensure_backup_holds(&b, &written)?;
 
             let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "restored");
             create_cluster(

@@ -82,6 +82,7 @@ async fn main() -> Result<()> {
     let t = Instant::now();
     println!("3. backing up with method datafile");
     let b = backup(&ns, "fdb", "fdb-backup-datafile").await?;
+    ensure_backup_holds(&b, &written)?;
     let st = b.status.clone().unwrap_or_default();
     println!(
         "   Backup Completed in {:.0}s: total size {} bytes stored, duration {}",

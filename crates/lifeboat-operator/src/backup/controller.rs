@@ -19,12 +19,13 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use lifeboat_api::conditions::{self, REASON_RESTORE_RUNNING, RESTORE};
+use lifeboat_api::conditions;
 use lifeboat_api::dataprotection::v1alpha1::{
     BackupDataset, BackupPhase, BackupRepoPhase, BackupStatus, BackupTimeRange,
 };
 use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, labels};
 
+use super::gate::Gate;
 use crate::cluster::build::{DATA_DIR, password_env};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -216,27 +217,23 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         )
         .await;
     };
-    // A backup of a Cluster still being restored would capture a partial dataset.
-    let restoring = cluster
-        .status
-        .as_ref()
-        .and_then(|s| conditions::get(&s.conditions, RESTORE))
-        .is_some_and(|c| c.reason == REASON_RESTORE_RUNNING);
-    if restoring {
-        st.phase = Some(BackupPhase::New);
-        conditions::set(
-            &mut st.conditions,
-            "Waiting",
-            "True",
-            "ClusterRestoring",
-            &format!(
-                "Cluster {ns}/{cluster_name} is still being restored; the backup starts once its restore completed"
-            ),
-            b.meta().generation,
-            &now(),
-        );
-        write_status(ctx, b, &st).await?;
-        return Ok(Action::requeue(Duration::from_secs(10)));
+    match super::gate::gate(&cluster) {
+        Gate::Open => {}
+        Gate::Fail(msg) => return fail(ctx, b, st, msg).await,
+        Gate::Wait(msg) => {
+            st.phase = Some(BackupPhase::New);
+            conditions::set(
+                &mut st.conditions,
+                "Waiting",
+                "True",
+                "ClusterRestoring",
+                &msg,
+                b.meta().generation,
+                &now(),
+            );
+            write_status(ctx, b, &st).await?;
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
     }
     let repos: Api<BackupRepo> = Api::all(ctx.client.clone());
     let repo_obj = match &policy.spec.backup_repo_name {
