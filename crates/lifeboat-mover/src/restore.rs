@@ -39,6 +39,10 @@ pub struct RestoreArgs {
     /// AOF base file name the target server uses; defaults to the source's.
     #[arg(long)]
     pub appendfilename: Option<String>,
+    /// How the restored bytes are checked besides the stored object's sha256: `frame` (each
+    /// zstd frame's content checksum) or `sha256` (also the sha256 of the uncompressed file).
+    #[arg(long, value_enum, default_value_t, env = "LIFEBOAT_CONTENT_CHECK")]
+    pub content_check: stream::ContentCheck,
 }
 
 #[derive(Debug, Serialize)]
@@ -137,7 +141,15 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
         let tmp = PathBuf::from(format!("{}{PARTIAL_SUFFIX}", fin.display()));
-        stream::download(&repo, &args.backup, o, m.compression.frame_size, &tmp).await?;
+        stream::download(
+            &repo,
+            &args.backup,
+            o,
+            m.compression.frame_size,
+            &tmp,
+            args.content_check,
+        )
+        .await?;
         info!(file = %rel, size = o.size, "downloaded and checked");
         staged.push((tmp, fin));
         files.push(rel);
