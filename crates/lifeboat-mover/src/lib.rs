@@ -5,6 +5,7 @@
 
 pub mod backup;
 pub mod delete;
+pub mod direct;
 pub mod error;
 pub mod fingerprint;
 pub mod inspect;

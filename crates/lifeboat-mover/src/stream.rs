@@ -3,7 +3,7 @@
 //! does not grow with the dataset.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +14,7 @@ use object_store::{GetResultPayload, ObjectStoreExt, WriteMultipart};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+use crate::direct::DirectWriter;
 use crate::error::{Error, Result};
 use crate::manifest::ObjectEntry;
 use crate::repo::Repo;
@@ -355,11 +356,11 @@ const FLUSH_EVERY: u64 = 32 << 20;
 fn write_in_order(
     rx: Receiver<(u64, Result<Vec<u8>, String>)>,
     pool: &Pool,
-    mut file: std::fs::File,
+    mut file: DirectWriter,
     failed: &std::sync::atomic::AtomicBool,
     check: ContentCheck,
 ) -> std::io::Result<(u64, Option<String>, Option<String>)> {
-    let flush_file = file.try_clone()?;
+    let flush_file = file.handle().try_clone()?;
     let (ftx, frx) = sync_channel::<()>(1);
     let flusher = std::thread::spawn(move || -> std::io::Result<()> {
         for () in frx {
@@ -424,7 +425,7 @@ fn write_in_order(
         .unwrap_or_else(|_| Err(std::io::Error::other("flush thread panicked")));
     result?;
     flushed?;
-    file.sync_all()?;
+    file.finish()?;
     Ok((n, sha.map(|s| hex::encode(s.finalize())), bad))
 }
 
@@ -649,6 +650,7 @@ fn consume(
         .truncate(true)
         .open(dest)
         .map_err(io)?;
+    let file = DirectWriter::new(file, dest);
     let workers = workers.max(1);
     let pool = Pool::new(workers + 2);
     let (frame_tx, frame_rx) = sync_channel::<Job>(workers);
