@@ -310,7 +310,8 @@ pub fn pod_summary(pod: &Pod) -> String {
     s
 }
 
-/// What a failing test saw: pods, claims and events in its namespace.
+/// What a failing test saw: pods, claims, events and the containers' last log lines in its
+/// namespace.
 pub async fn describe_namespace(client: &Client, ns: &str) -> String {
     let mut s = format!("---- state of namespace {ns} ----\n");
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -348,9 +349,39 @@ pub async fn describe_namespace(client: &Client, ns: &str) -> String {
             );
         }
     }
+    // The last lines each container printed: a data pod's start script says which role it took
+    // and why, which no event records.
+    if let Ok(list) = pods.list(&ListParams::default()).await {
+        for p in list.items {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let containers = p.spec.map(|sp| sp.containers).unwrap_or_default();
+            for c in containers {
+                let params = LogParams {
+                    container: Some(c.name.clone()),
+                    tail_lines: Some(LOG_TAIL),
+                    ..LogParams::default()
+                };
+                match pods.logs(&name, &params).await {
+                    Ok(text) if !text.trim().is_empty() => {
+                        let _ = writeln!(s, "logs {name}/{}:", c.name);
+                        for line in text.lines() {
+                            let _ = writeln!(s, "  | {line}");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = writeln!(s, "logs {name}/{}: unavailable: {e}", c.name);
+                    }
+                }
+            }
+        }
+    }
     s.push_str("---- end ----");
     s
 }
+
+/// Log lines per container in a failing test's namespace dump.
+const LOG_TAIL: i64 = 12;
 
 /// Short, unique enough for namespaces of concurrent test runs.
 fn suffix() -> String {

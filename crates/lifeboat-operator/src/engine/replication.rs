@@ -58,34 +58,59 @@ const START_DATA: &str = r#"#!/bin/sh
 set -eu
 ordinal="${POD_NAME##*-}"
 self="${POD_NAME}.${HEADLESS_SERVICE}.${POD_NAMESPACE}.svc.${CLUSTER_DOMAIN}"
+# Written at every start: a server that finds it has run before, and so belongs to a cluster
+# whose sentinels know the master.
+ran=/data/.lifeboat-started
 set -- /etc/lifeboat/redis.conf --requirepass "$REDIS_PASSWORD" --masterauth "$REDIS_PASSWORD" \
   --replica-announce-ip "$self" $SERVER_ARGS
-master=""
-for h in ${SENTINEL_HOSTS:-}; do
-  m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
-  if [ -n "$m" ]; then master="$m"; break; fi
-done
+ask_sentinels() {
+  for h in ${SENTINEL_HOSTS:-}; do
+    m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
+    if [ -n "$m" ]; then echo "$m"; return 0; fi
+  done
+  return 1
+}
+master=$(ask_sentinels) || master=""
+if [ -z "$master" ] && [ -n "${SENTINEL_HOSTS:-}" ] && [ -e "$ran" ]; then
+  # A restart, and no sentinel answered at once (DNS or the sentinels slow under load). Falling
+  # back to "ordinal 0 is the master" now could bring back an old master while the sentinels
+  # hand its role to a replica, so ask again for a while first.
+  i=0
+  while [ -z "$master" ] && [ "$i" -lt 20 ]; do
+    sleep 2
+    master=$(ask_sentinels) || master=""
+    i=$((i + 1))
+  done
+  [ -n "$master" ] || echo "no sentinel answered for 40s"
+fi
 if [ -n "$master" ] && [ "$master" = "$self" ]; then
   # The sentinels still name this server, which is only now starting: the master was lost
   # (deleted or crashed) before they noticed. Hand the role to a replica, which holds the data and
-  # is serving, rather than come back as a master behind the clients' backs; with no replica able
-  # to take over, the failover is refused and this server resumes as the master.
+  # is serving, rather than come back as a master behind the clients' backs. A failover already in
+  # progress is waited for too; with no replica able to take over, the failover is refused and
+  # this server resumes as the master.
   for h in ${SENTINEL_HOSTS}; do
-    if timeout 3 redis-cli -h "$h" -p 26379 SENTINEL FAILOVER "$MASTER_NAME" 2>/dev/null | grep -q OK; then
-      i=0
-      while [ "$i" -lt 30 ]; do
-        m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
-        if [ -n "$m" ] && [ "$m" != "$self" ]; then master="$m"; break; fi
-        i=$((i + 1))
-        sleep 1
-      done
-      break
-    fi
+    r=$(timeout 3 redis-cli -h "$h" -p 26379 SENTINEL FAILOVER "$MASTER_NAME" 2>&1) || true
+    case "$r" in
+      OK*|*INPROG*)
+        echo "sentinel $h: ${r}; waiting for the new master"
+        i=0
+        while [ "$i" -lt 30 ]; do
+          m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
+          if [ -n "$m" ] && [ "$m" != "$self" ]; then master="$m"; break; fi
+          i=$((i + 1))
+          sleep 1
+        done
+        break
+        ;;
+      *) echo "sentinel $h refused the failover: ${r:-no answer}" ;;
+    esac
   done
 fi
 if [ -z "$master" ] && [ -n "${SENTINEL_HOSTS:-}" ] && [ "$ordinal" != "0" ]; then
   master="${FIRST_DATA_POD}"
 fi
+touch "$ran"
 if [ -n "$master" ] && [ "$master" != "$self" ]; then
   echo "starting as a replica of $master"
   set -- "$@" --replicaof "$master" 6379
