@@ -813,9 +813,7 @@ mod tests {
         };
         for check in [ContentCheck::Frame, ContentCheck::Sha256] {
             let dest = t.path().join(format!("out-{check:?}.rdb"));
-            download(&r, "b", &entry, FRAME_SIZE as u64, &dest, check)
-                .await
-                .unwrap();
+            fetch(&r, &entry, &dest, check).await.unwrap();
             assert!(
                 std::fs::read(&dest).unwrap() == original,
                 "restored bytes differ ({check:?})"
@@ -841,6 +839,16 @@ mod tests {
         }
     }
 
+    /// Restores object `x` of backup `b` into `dest` with the default frame size.
+    async fn fetch(
+        r: &Repo,
+        entry: &ObjectEntry,
+        dest: &std::path::Path,
+        check: ContentCheck,
+    ) -> Result<()> {
+        download(r, "b", entry, FRAME_SIZE as u64, dest, check).await
+    }
+
     fn frame(raw: &[u8], checksum: bool) -> Vec<u8> {
         let mut c = zstd::bulk::Compressor::new(3).unwrap();
         c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(checksum))
@@ -863,9 +871,7 @@ mod tests {
         let entry = stored_object(t.path(), &stored, &raw);
         for check in [ContentCheck::Frame, ContentCheck::Sha256] {
             let dest = t.path().join("out");
-            let err = download(&r, "b", &entry, FRAME_SIZE as u64, &dest, check)
-                .await
-                .unwrap_err();
+            let err = fetch(&r, &entry, &dest, check).await.unwrap_err();
             assert!(
                 err.to_string().contains("cannot be decompressed")
                     && err.to_string().contains("checksum"),
@@ -882,16 +888,9 @@ mod tests {
         let raw = data(10_000);
         let entry = stored_object(t.path(), &frame(&raw, false), &raw);
         let dest = t.path().join("out");
-        let err = download(
-            &r,
-            "b",
-            &entry,
-            FRAME_SIZE as u64,
-            &dest,
-            ContentCheck::Frame,
-        )
-        .await
-        .unwrap_err();
+        let err = fetch(&r, &entry, &dest, ContentCheck::Frame)
+            .await
+            .unwrap_err();
         assert!(
             err.to_string()
                 .contains("frame 0 carries no zstd content checksum"),
@@ -899,16 +898,7 @@ mod tests {
         );
         // The same frame with its checksum restores: the refusal is about the checksum alone.
         let entry = stored_object(t.path(), &frame(&raw, true), &raw);
-        download(
-            &r,
-            "b",
-            &entry,
-            FRAME_SIZE as u64,
-            &dest,
-            ContentCheck::Frame,
-        )
-        .await
-        .unwrap();
+        fetch(&r, &entry, &dest, ContentCheck::Frame).await.unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), raw);
     }
 
@@ -920,16 +910,9 @@ mod tests {
         let mut entry = stored_object(t.path(), &frame(&raw, true), &raw);
         entry.sha256 = hex::encode(Sha256::digest(b"something else"));
         let dest = t.path().join("out");
-        let err = download(
-            &r,
-            "b",
-            &entry,
-            FRAME_SIZE as u64,
-            &dest,
-            ContentCheck::Sha256,
-        )
-        .await
-        .unwrap_err();
+        let err = fetch(&r, &entry, &dest, ContentCheck::Sha256)
+            .await
+            .unwrap_err();
         assert!(
             err.to_string()
                 .contains("uncompressed content mismatch: expected sha256"),
