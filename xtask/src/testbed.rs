@@ -377,6 +377,8 @@ fn build_project_images() -> Result<()> {
         "lifeboat-operator",
         "-p",
         "lifeboat-mover",
+        "-p",
+        "lifeboat-instance",
     ])
     .current_dir(workspace_root());
     status(&mut c)?;

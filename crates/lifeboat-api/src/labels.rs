@@ -7,6 +7,18 @@ pub const INSTANCE: &str = "app.kubernetes.io/instance";
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY`] on everything Lifeboat creates.
 pub const MANAGED_BY_VALUE: &str = "lifeboat";
+/// The UID of the Cluster an object was made for. [`INSTANCE`] names the Cluster too, but every
+/// Helm chart sets that label on its own objects; only Lifeboat writes this one, so it is what a
+/// delete relies on. On the PVCs of a Cluster's StatefulSets, on restored volumes and on Backups.
+pub const CLUSTER_UID: &str = "lifeboat.io/cluster-uid";
+/// The name of the BackupRepo a namespace's copy of its credentials or its repo volume serves.
+pub const BACKUP_REPO: &str = "lifeboat.io/backup-repo";
+/// The UID of the BackupRepo such a copy or volume was made for.
+pub const BACKUP_REPO_UID: &str = "lifeboat.io/backup-repo-uid";
+/// Annotation on a repo's credential copy and volume: when a Job was last given access through
+/// it. Rewritten on every use, so that a cleanup decided on an older version fails its
+/// precondition instead of removing what a new Job is about to mount.
+pub const REPO_ACCESS_AT: &str = "lifeboat.io/repo-access-at";
 /// The component (within its Cluster) an object belongs to.
 pub const COMPONENT_NAME: &str = "apps.kubeblocks.io/component-name";
 /// The replication role of a database pod: `primary` or `secondary`.

@@ -168,13 +168,225 @@ async fn pvc_names(ns: &lifeboat_e2e::TestNamespace) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The names of the PVCs the Cluster's StatefulSets made (`data-<cluster>-falkordb-<n>` and
+/// `data-<cluster>-falkordb-sent-<n>`).
+async fn own_pvcs(ns: &lifeboat_e2e::TestNamespace, cluster: &str) -> Result<Vec<String>> {
+    let prefix = format!("data-{cluster}-falkordb-");
+    Ok(pvc_names(ns)
+        .await?
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect())
+}
+
+/// A Helm release of the Cluster's name in the same namespace: a PVC and a pod that mounts it,
+/// both labelled `app.kubernetes.io/instance=<cluster>`, as every chart labels its objects.
+struct Neighbour {
+    pvc: PersistentVolumeClaim,
+    pod: Pod,
+}
+
+const INSTANCE: &str = "app.kubernetes.io/instance";
+
+async fn helm_neighbour(ns: &lifeboat_e2e::TestNamespace, cluster: &str) -> Result<Neighbour> {
+    let claim = format!("data-{cluster}-helm-0");
+    let labels = json!({INSTANCE: cluster, "app.kubernetes.io/managed-by": "Helm"});
+    ns.create::<PersistentVolumeClaim>(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "labels": labels},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}}
+    }))
+    .await?;
+    let pod_name = format!("{cluster}-helm-0");
+    ns.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": lifeboat_e2e::BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "infinity"], "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        }
+    }))
+    .await?;
+    let pods: Api<Pod> = ns.api();
+    let pod = lifeboat_e2e::wait_pod_ready(&pods, &pod_name).await?;
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    let pvc = poll(
+        &format!("PVC {claim} to be bound"),
+        Duration::from_secs(60),
+        || async {
+            let p = pvcs.get(&claim).await?;
+            Ok(match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Bound") => Ok(p),
+                other => Err(format!("phase {other:?}")),
+            })
+        },
+    )
+    .await?;
+    Ok(Neighbour { pvc, pod })
+}
+
+/// The neighbour is as it was: the same objects (UIDs), not being deleted, and not labelled by
+/// Lifeboat (no cluster UID on the PVC, no role on the pod).
+async fn ensure_untouched(ns: &lifeboat_e2e::TestNamespace, n: &Neighbour) -> Result<()> {
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    let name = n.pvc.metadata.name.clone().unwrap_or_default();
+    let now = pvcs.get_opt(&name).await?;
+    let Some(now) = now else {
+        anyhow::bail!("the neighbouring PVC {name} was deleted");
+    };
+    ensure!(
+        now.metadata.uid == n.pvc.metadata.uid,
+        "the neighbouring PVC {name} was deleted and recreated"
+    );
+    ensure!(
+        now.metadata.deletion_timestamp.is_none(),
+        "the neighbouring PVC {name} is being deleted (its pod holds it)"
+    );
+    ensure!(
+        now.metadata.labels == n.pvc.metadata.labels,
+        "the neighbouring PVC {name} was relabelled: {:?}",
+        now.metadata.labels
+    );
+    let pods: Api<Pod> = ns.api();
+    let pname = n.pod.metadata.name.clone().unwrap_or_default();
+    let Some(pod) = pods.get_opt(&pname).await? else {
+        anyhow::bail!("the neighbouring pod {pname} was deleted");
+    };
+    ensure!(
+        pod.metadata.uid == n.pod.metadata.uid && pod.metadata.deletion_timestamp.is_none(),
+        "the neighbouring pod {pname} was deleted or replaced"
+    );
+    ensure!(
+        pod.metadata.labels == n.pod.metadata.labels,
+        "the neighbouring pod {pname} was relabelled: {:?}",
+        pod.metadata.labels
+    );
+    Ok(())
+}
+
+/// Every PVC of the Cluster carries its UID label, which is what lets its deletion find them.
+async fn wait_own_pvcs_labelled(ns: &lifeboat_e2e::TestNamespace, cluster: &str) -> Result<()> {
+    let clusters: Api<Cluster> = ns.api();
+    let uid = clusters
+        .get(cluster)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    let prefix = format!("data-{cluster}-falkordb-");
+    poll(
+        &format!("the PVCs of Cluster {cluster} to carry lifeboat.io/cluster-uid={uid}"),
+        Duration::from_secs(60),
+        || async {
+            let list = pvcs.list(&ListParams::default()).await?.items;
+            let own: Vec<&PersistentVolumeClaim> = list
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .collect();
+            let unlabelled: Vec<String> = own
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("lifeboat.io/cluster-uid"))
+                        != Some(&uid)
+                })
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            Ok(if own.len() == 5 && unlabelled.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} PVCs; without the label: {unlabelled:?}",
+                    own.len()
+                ))
+            })
+        },
+    )
+    .await
+}
+
+/// Deletes Cluster `cluster` and waits until it and its own PVCs are gone.
+async fn delete_and_wait(ns: &lifeboat_e2e::TestNamespace, cluster: &str) -> Result<()> {
+    let clusters: Api<Cluster> = ns.api();
+    clusters.delete(cluster, &DeleteParams::default()).await?;
+    poll(
+        &format!("Cluster {cluster} and its PVCs to go"),
+        Duration::from_secs(180),
+        || async {
+            let left = own_pvcs(ns, cluster).await?;
+            let exists = clusters.get_opt(cluster).await?;
+            Ok(if left.is_empty() && exists.is_none() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "cluster: {:?}; its PVCs left: {left:?}",
+                    exists.map(|c| cluster_summary(&c))
+                ))
+            })
+        },
+    )
+    .await
+}
+
+/// A Warning event with `reason` on Cluster `cluster` whose message contains `needle`.
+async fn wait_event(
+    ns: &lifeboat_e2e::TestNamespace,
+    cluster: &str,
+    reason: &str,
+    needle: &str,
+) -> Result<()> {
+    let events: Api<Event> = ns.api();
+    poll(
+        &format!("a {reason} event on Cluster {cluster} naming {needle}"),
+        Duration::from_secs(60),
+        || async {
+            let list = events.list(&ListParams::default()).await?;
+            let seen: Vec<String> = list
+                .items
+                .iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(cluster))
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        e.reason.clone().unwrap_or_default(),
+                        e.message.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            Ok(
+                if seen
+                    .iter()
+                    .any(|m| m.starts_with(&format!("{reason}:")) && m.contains(needle))
+                {
+                    Ok(())
+                } else {
+                    Err(format!("events: {seen:?}"))
+                },
+            )
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn termination_policies_do_what_they_say() -> Result<()> {
     in_namespace("cluster-termination", |ns| async move {
         let clusters: Api<Cluster> = ns.api();
         // DoNotTerminate: deletion is refused, with a Warning event, and nothing is removed.
+        let keep_neighbour = helm_neighbour(&ns, "keep").await?;
         create_cluster(&ns, falkordb_cluster("keep", "DoNotTerminate", 2)).await?;
         wait_phase(&ns, "keep", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        wait_own_pvcs_labelled(&ns, "keep").await?;
         let before = pvc_names(&ns).await?;
         clusters.delete("keep", &DeleteParams::default()).await?;
         let events: Api<Event> = ns.api();
@@ -210,7 +422,9 @@ async fn termination_policies_do_what_they_say() -> Result<()> {
             pvc_names(&ns).await? == before,
             "PVCs changed under DoNotTerminate"
         );
-        // Switching the policy lets the deletion proceed.
+        ensure_untouched(&ns, &keep_neighbour).await?;
+        // Switching the policy lets the deletion proceed, through the operator (the finalizer
+        // is still on): the Cluster's PVCs go, the neighbour's stays.
         clusters
             .patch(
                 "keep",
@@ -229,11 +443,7 @@ async fn termination_policies_do_what_they_say() -> Result<()> {
             "its PVCs to go with the Delete policy",
             Duration::from_secs(120),
             || async {
-                let left: Vec<String> = pvc_names(&ns)
-                    .await?
-                    .into_iter()
-                    .filter(|n| n.contains("-keep-"))
-                    .collect();
+                let left = own_pvcs(&ns, "keep").await?;
                 Ok(if left.is_empty() {
                     Ok(())
                 } else {
@@ -242,28 +452,26 @@ async fn termination_policies_do_what_they_say() -> Result<()> {
             },
         )
         .await?;
-        // WipeOut removes everything too.
+        ensure_untouched(&ns, &keep_neighbour).await?;
+
+        // WipeOut removes everything of the Cluster's, and names the neighbour it left.
+        let wipe_neighbour = helm_neighbour(&ns, "wipe").await?;
         create_cluster(&ns, falkordb_cluster("wipe", "WipeOut", 2)).await?;
         wait_phase(&ns, "wipe", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
-        clusters.delete("wipe", &DeleteParams::default()).await?;
-        poll(
-            "the WipeOut Cluster and its PVCs to go",
-            Duration::from_secs(180),
-            || async {
-                let left: Vec<String> = pvc_names(&ns)
-                    .await?
-                    .into_iter()
-                    .filter(|n| n.contains("-wipe-"))
-                    .collect();
-                let exists = clusters.get_opt("wipe").await?.is_some();
-                Ok(if left.is_empty() && !exists {
-                    Ok(())
-                } else {
-                    Err(format!("cluster exists: {exists}; PVCs left: {left:?}"))
-                })
-            },
-        )
-        .await
+        wait_own_pvcs_labelled(&ns, "wipe").await?;
+        delete_and_wait(&ns, "wipe").await?;
+        ensure_untouched(&ns, &wipe_neighbour).await?;
+        wait_event(&ns, "wipe", "VolumesKept", "data-wipe-helm-0").await?;
+
+        // Delete from the start: no finalizer, garbage collection through owner references and
+        // the StatefulSets' retention.
+        let del_neighbour = helm_neighbour(&ns, "del").await?;
+        create_cluster(&ns, falkordb_cluster("del", "Delete", 2)).await?;
+        wait_phase(&ns, "del", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        delete_and_wait(&ns, "del").await?;
+        ensure_untouched(&ns, &del_neighbour).await?;
+        ensure_untouched(&ns, &wipe_neighbour).await?;
+        ensure_untouched(&ns, &keep_neighbour).await
     })
     .await
 }

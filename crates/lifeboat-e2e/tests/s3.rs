@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, ensure};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::BackupRepoPhase;
@@ -176,6 +177,141 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
             "deleting the Backup left objects behind: {left:?}"
         );
         Ok(())
+    })
+    .await;
+    delete_repo(&c, REPO).await?;
+    result
+}
+
+/// Every object below `prefix` with its bytes, read back through the store.
+async fn read_all(
+    store: &dyn object_store::ObjectStore,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    use object_store::ObjectStoreExt;
+    let mut out = Vec::new();
+    for (key, _) in list(store, prefix).await? {
+        let bytes = store
+            .get(&object_store::path::Path::from(key.as_str()))
+            .await?
+            .bytes()
+            .await?;
+        out.push((key, bytes.to_vec()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[tokio::test]
+async fn deleting_a_backup_leaves_a_sibling_whose_name_extends_it() -> Result<()> {
+    const REPO: &str = "e2e-s3-siblings";
+    let c = client().await?;
+    let creds = bed_credentials()?;
+    s3_repo(&c, REPO, BED_ENDPOINT, BED_BUCKET, &creds).await?;
+    let repo_uid = wait_repo(&c, REPO, BackupRepoPhase::Ready, REPO_CHECK)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let store = store(BED_ENDPOINT, BED_BUCKET, &creds)?;
+    let result = in_namespace("s3-siblings", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let written = write_dataset(&ns, "fdb", 500, 64).await?;
+        policy_for_repo(&ns, "fdb", "fdb-to-s3", REPO).await?;
+        let a = backup_with(&ns, "a", "fdb-to-s3", "Delete").await?;
+        let ab = backup_with(&ns, "a-b", "fdb-to-s3", "Delete").await?;
+        ensure_backup_holds(&ab, &written)?;
+
+        // Using the repo gave the namespace a copy of its credentials, labelled with the repo's
+        // UID and owned by the repo.
+        let secrets: Api<Secret> = ns.api();
+        let copy_name = format!("lifeboat-repo-{REPO}-credential");
+        let copy = secrets.get(&copy_name).await?;
+        ensure!(
+            copy.labels().get("lifeboat.io/backup-repo-uid") == Some(&repo_uid)
+                && copy.owner_references().iter().any(|o| o.uid == repo_uid),
+            "the credential copy is not marked as the repo's: labels {:?}, owners {:?}",
+            copy.labels(),
+            copy.owner_references()
+        );
+
+        let path_of = |b: &Backup| {
+            b.status
+                .as_ref()
+                .and_then(|s| s.path.clone())
+                .unwrap_or_default()
+        };
+        let (a_path, ab_path) = (path_of(&a), path_of(&ab));
+        let before = read_all(store.as_ref(), &ab_path).await?;
+        eprintln!(
+            "Backup a at {a_path}, a-b at {ab_path} with {} objects",
+            before.len()
+        );
+        ensure!(
+            before.iter().any(|(k, _)| k.ends_with("manifest.json")) && before.len() >= 2,
+            "a-b holds no manifest and data under {ab_path}: {:?}",
+            before.iter().map(|(k, _)| k).collect::<Vec<_>>()
+        );
+        let backups: Api<Backup> = ns.api();
+        backups.delete("a", &DeleteParams::default()).await?;
+        poll(
+            "Backup a to be deleted",
+            Duration::from_secs(180),
+            || async {
+                Ok(match backups.get_opt("a").await? {
+                    None => Ok(()),
+                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
+                })
+            },
+        )
+        .await?;
+        let left = list(store.as_ref(), &a_path).await?;
+        ensure!(
+            left.is_empty(),
+            "deleting Backup a left objects behind: {left:?}"
+        );
+        let after = read_all(store.as_ref(), &ab_path).await?;
+        ensure!(
+            after == before,
+            "deleting Backup a changed the objects of a-b: before {:?}, after {:?}",
+            before.iter().map(|(k, b)| (k, b.len())).collect::<Vec<_>>(),
+            after.iter().map(|(k, b)| (k, b.len())).collect::<Vec<_>>()
+        );
+
+        // a-b still restores, with the data it was taken with.
+        create_cluster(
+            &ns,
+            restored_cluster("restored", &ns.name, "a-b", Entry::Spec, "Parallel", 2),
+        )
+        .await?;
+        wait_phase(&ns, "restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+        assert_restored(&ns, "restored", &written).await?;
+
+        // Once no Backup or restore there needs the repo, the namespace loses its credentials.
+        backups.delete("a-b", &DeleteParams::default()).await?;
+        poll(
+            "Backup a-b to be deleted",
+            Duration::from_secs(180),
+            || async {
+                Ok(match backups.get_opt("a-b").await? {
+                    None => Ok(()),
+                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
+                })
+            },
+        )
+        .await?;
+        poll(
+            "the credential copy to go from a namespace that no longer uses the repo",
+            REPO_CHECK,
+            || async {
+                Ok(match secrets.get_opt(&copy_name).await? {
+                    None => Ok(()),
+                    Some(s) => Err(format!("still there, labels {:?}", s.labels())),
+                })
+            },
+        )
+        .await
     })
     .await;
     delete_repo(&c, REPO).await?;

@@ -29,6 +29,14 @@ pub struct DeleteSummary {
     pub already_absent: bool,
 }
 
+/// Whether `location` lies below the directory `dir`, segment by segment: `a/x` is inside `a`;
+/// `a-b/x` and `a` itself are not.
+fn inside(location: &object_store::path::Path, dir: &object_store::path::Path) -> bool {
+    location
+        .prefix_match(dir)
+        .is_some_and(|mut rest| rest.next().is_some())
+}
+
 pub async fn run(args: DeleteArgs) -> Result<DeleteSummary> {
     crate::manifest::validate_backup_name(&args.backup)?;
     let repo = Repo::open(&args.repo)?;
@@ -52,7 +60,9 @@ pub async fn run(args: DeleteArgs) -> Result<DeleteSummary> {
         .try_collect()
         .await
         .map_err(|e| repo.error(&what("listing the objects of"), &e))?;
-    for o in objects {
+    // Only what lies inside the backup's own directory. The stores list by path segment, but the
+    // guarantee that backup "a" never takes "a-b" with it is kept here, not left to a library.
+    for o in objects.into_iter().filter(|o| inside(&o.location, &prefix)) {
         match repo.store.delete(&o.location).await {
             Ok(()) => deleted += 1,
             Err(object_store::Error::NotFound { .. }) => {}
@@ -64,4 +74,29 @@ pub async fn run(args: DeleteArgs) -> Result<DeleteSummary> {
         objects_deleted: deleted,
         already_absent: already_absent && deleted == 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside;
+    use object_store::path::Path;
+
+    #[test]
+    fn only_objects_below_the_backups_directory_are_its_own() {
+        let dir = Path::from("e2e/ns/a-1234abcd");
+        assert!(inside(&Path::from("e2e/ns/a-1234abcd/manifest.json"), &dir));
+        assert!(inside(
+            &Path::from("e2e/ns/a-1234abcd/objects/appendonlydir/x.aof.zst"),
+            &dir
+        ));
+        for not in [
+            "e2e/ns/a-1234abcd",
+            "e2e/ns/a-1234abcd-b/manifest.json",
+            "e2e/ns/a-1234abcdx/objects/dump.rdb.zst",
+            "e2e/ns/a/manifest.json",
+            "e2e/other/a-1234abcd/manifest.json",
+        ] {
+            assert!(!inside(&Path::from(not), &dir), "{not}");
+        }
+    }
 }

@@ -433,3 +433,36 @@ fn delete_removes_the_manifest_and_objects_and_is_idempotent() {
     again.assert_ok();
     assert_eq!(again.json()["alreadyAbsent"], true);
 }
+
+#[test]
+fn delete_leaves_a_backup_whose_name_extends_the_deleted_ones() {
+    let f = Fixture::new(false);
+    populate(&f.src);
+    f.backup("a").assert_ok();
+    f.backup("a-b").assert_ok();
+    let files = |name: &str| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut dirs = vec![f.repo_dir.join(name)];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    let bytes = std::fs::read(&p).unwrap();
+                    out.push((p, bytes));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let before = files("a-b");
+    assert!(before.len() >= 2, "{before:?}");
+    mover(&["delete", "--backup", "a", "--repo", &f.repo], &[]).assert_ok();
+    mover(&["inspect", "--backup", "a", "--repo", &f.repo], &[])
+        .assert_fails(7, &["backup \"a\" not found"]);
+    assert_eq!(files("a-b"), before, "every object of a-b is untouched");
+    mover(&["inspect", "--backup", "a-b", "--repo", &f.repo], &[]).assert_ok();
+    f.restore("a-b", &f.root.join("t")).assert_ok();
+}

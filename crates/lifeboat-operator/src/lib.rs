@@ -14,6 +14,7 @@ pub mod kubeapi;
 pub mod metrics;
 pub mod mover_output;
 pub mod naming;
+pub mod ownership;
 pub mod repo;
 pub mod restore;
 pub mod telemetry;

@@ -286,14 +286,16 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     let Some(pod) = pod else {
         return fail(ctx, b, st, format!("no Ready pod of Cluster {ns}/{cluster_name} matches the BackupPolicy's target (role secondary, or primary)")).await;
     };
-    // Label the Backup with its Cluster, as KubeBlocks does: WipeOut finds a Cluster's backups by
-    // it, and the engine recorded here goes into the dataset.
+    // Label the Backup with its Cluster, as KubeBlocks does, and with the Cluster's UID, which
+    // is what WipeOut deletes a Cluster's backups by (the name alone could be another Cluster's
+    // of the same name, or a Helm release's). The engine recorded here goes into the dataset.
     let engine = cluster.spec.cluster_def.clone().unwrap_or_default();
     let label_patch = serde_json::json!({
         "apiVersion": "dataprotection.kubeblocks.io/v1alpha1", "kind": "Backup",
         "metadata": {"name": name, "namespace": ns, "labels": {
             labels::INSTANCE: cluster_name, labels::COMPONENT_NAME: component,
             "app.kubernetes.io/name": engine, labels::BACKUP_POLICY: policy_name,
+            labels::CLUSTER_UID: cluster.uid().unwrap_or_default(),
         }}
     });
     Api::<Backup>::namespaced(ctx.client.clone(), &ns)

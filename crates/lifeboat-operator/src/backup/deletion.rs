@@ -13,6 +13,7 @@ use lifeboat_api::{Backup, BackupRepo, labels};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::ownership::controlled_by;
 use crate::{kubeapi, repo};
 
 /// The finalizer on Backups whose data must go with them.
@@ -62,6 +63,20 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
         // Nothing was written, or the data is to be kept.
         return release(ctx, b).await;
     };
+    let data = match own_data(b, &data) {
+        Ok(d) => d,
+        Err(why) => {
+            ctx.event(
+                b,
+                EventType::Warning,
+                "BackupDataKept",
+                "Delete",
+                format!("the data of Backup {ns}/{name} was not deleted: {why}"),
+            )
+            .await;
+            return release(ctx, b).await;
+        }
+    };
     // No Job can start in a namespace being deleted; a `pvc` repo's volume goes with it anyway.
     let terminating = Api::<Namespace>::all(ctx.client.clone())
         .get_opt(&ns)
@@ -96,6 +111,15 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
             .await?;
             Ok(Action::requeue(std::time::Duration::from_secs(3)))
         }
+        Some(job) if !controlled_by(job.meta(), &b.uid().unwrap_or_default()) => {
+            // Someone else's Job under the name: its outcome says nothing about this Backup's
+            // data, and it must not be taken for the delete.
+            ctx.event(b, EventType::Warning, "BackupDataKept", "Delete", format!(
+                "the data of Backup {ns}/{name} is not deleted yet: Job {ns}/{job_name} exists but was not made for this Backup; remove or rename it"
+            ))
+            .await;
+            Ok(Action::requeue(std::time::Duration::from_secs(60)))
+        }
         Some(job) => {
             let js = job.status.unwrap_or_default();
             if js.succeeded.unwrap_or(0) > 0 {
@@ -121,6 +145,23 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
             Ok(Action::requeue(std::time::Duration::from_secs(3)))
         }
     }
+}
+
+/// The name of the Backup's data in the repo, when it is the Backup's own: the name Lifeboat gave
+/// it when taking it ([`crate::backup::controller::repo_name`], from the Backup's name and UID),
+/// and a single path segment, so the delete can reach nothing but that backup's directory. `Err`
+/// says why the recorded name is refused.
+pub fn own_data(b: &Backup, recorded: &str) -> std::result::Result<String, String> {
+    let want = super::controller::repo_name(b);
+    if recorded != want {
+        return Err(format!(
+            "status.dataset.manifestPath is {recorded:?}, not {want:?}, the name Lifeboat gave this Backup's data"
+        ));
+    }
+    if want.is_empty() || want.contains('/') || want == "." || want == ".." {
+        return Err(format!("{want:?} is not a single path segment"));
+    }
+    Ok(want)
 }
 
 fn delete_job(
@@ -180,5 +221,40 @@ fn delete_job(
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backup(name: &str, uid: &str) -> Backup {
+        let mut b = Backup::new(
+            name,
+            serde_json::from_value(serde_json::json!({
+                "backupPolicyName": "p", "backupMethod": "datafile"
+            }))
+            .expect("spec"),
+        );
+        b.metadata.uid = Some(uid.into());
+        b
+    }
+
+    #[test]
+    fn only_the_backups_own_data_is_deleted() {
+        let a = backup("a", "1234abcd-0000");
+        assert_eq!(own_data(&a, "a-1234abcd"), Ok("a-1234abcd".into()));
+        // A sibling whose name shares the prefix, a parent path, another Backup of the same
+        // name (another UID): all refused.
+        for bad in [
+            "a",
+            "a-b-5678ef90",
+            "a-1234abcd/..",
+            "",
+            "a-1234abcd-x",
+            "a-99999999",
+        ] {
+            assert!(own_data(&a, bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -6,10 +6,11 @@ use k8s_openapi::api::apps::v1::{
     StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, ObjectFieldSelector, PersistentVolumeClaim, PodReadinessGate,
-    PodSpec, PodTemplateSpec, Probe, Secret, SecretKeySelector, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount,
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
+    PodAffinityTerm, PodAntiAffinity, PodReadinessGate, PodSpec, PodTemplateSpec, Probe, Secret,
+    SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -20,7 +21,7 @@ use lifeboat_api::labels;
 use sha2::{Digest, Sha256};
 
 use super::validate::{ValidCluster, ValidComponent};
-use crate::engine::replication::CONFIG_DIR;
+use crate::engine::replication::{CONFIG_DIR, MANAGER_DIR, MANAGER_PORT};
 use crate::engine::{ComponentKind, ConfigContext};
 use crate::naming;
 
@@ -39,6 +40,9 @@ pub struct BuildInput<'a> {
     pub valid: &'a ValidCluster,
     /// The database image.
     pub image: &'a str,
+    /// The image holding the instance manager (the mover image), copied into each pod by an init
+    /// container so that any database image can run under it.
+    pub manager_image: &'a str,
     /// The cluster DNS domain.
     pub domain: &'a str,
     /// Whether the data pods wait for restore verification (a readiness gate).
@@ -156,19 +160,55 @@ pub fn config_map(input: &BuildInput<'_>, comp: &ValidComponent) -> ConfigMap {
             .map(|c| (c.spec.name.clone(), c.spec.replicas))
             .collect(),
     };
+    let mut data = input.valid.engine.config_files(&ctx);
+    if input.valid.sentinel().is_some() {
+        data.insert(MEMBERS_FILE.to_owned(), members(input));
+    }
     ConfigMap {
         metadata: input.meta(
             naming::config_map(&input.name(), &comp.spec.name),
             &comp.spec.name,
         ),
-        data: Some(input.valid.engine.config_files(&ctx)),
+        data: Some(data),
         ..Default::default()
     }
 }
 
+/// The members file the instance managers read at each decision: every data pod and sentinel by
+/// DNS name, the sentinels' quorum and master name.
+pub const MEMBERS_FILE: &str = "members.json";
+
+fn members(input: &BuildInput<'_>) -> String {
+    let name = input.name();
+    let ns = input.ns();
+    let fqdns = |comp: Option<&ValidComponent>| -> Vec<String> {
+        comp.map(|c| {
+            (0..c.spec.replicas)
+                .map(|i| naming::pod_fqdn(&name, &c.spec.name, i, &ns, input.domain))
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let sentinels = fqdns(input.valid.sentinel());
+    serde_json::json!({
+        "data": fqdns(input.data_component()),
+        "quorum": sentinels.len() / 2 + 1,
+        "sentinels": sentinels,
+        "masterName": input.valid.engine.master_name(&name),
+    })
+    .to_string()
+}
+
+/// The hash of the config the servers read at start. The members file is left out: it changes
+/// with scaling, and the managers re-read it, so a scale needs no rolling restart.
 fn config_hash(cm: &ConfigMap) -> String {
     let mut h = Sha256::new();
-    for (k, v) in cm.data.iter().flatten() {
+    for (k, v) in cm
+        .data
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != MEMBERS_FILE)
+    {
         h.update(k.as_bytes());
         h.update([0]);
         h.update(v.as_bytes());
@@ -270,21 +310,53 @@ pub fn password_env(secret: &str, var: &str) -> EnvVar {
     }
 }
 
-/// A data server is ready when it answers and, as a replica, when its link to the primary is up:
-/// a replica in its first sync answers PING over an empty dataset, and counting it ready would let
-/// the Cluster read `Running` (and a backup pick it) before it holds the data.
-const DATA_READINESS: &str = "redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning ping | grep -q PONG \
-&& r=$(redis-cli -a \"$REDIS_PASSWORD\" --no-auth-warning info replication) \
-&& case \"$r\" in *role:slave*) echo \"$r\" | grep -q master_link_status:up ;; *role:master*) true ;; *) false ;; esac";
-
-fn exec_probe(cmd: &str) -> Probe {
+/// A probe of the instance manager's endpoint: it answers from what it observes of its server
+/// (for a replica, whether its link to the primary is up), so no password appears in a probe.
+fn manager_probe(path: &str, period: i32, failures: i32) -> Probe {
     Probe {
-        exec: Some(ExecAction {
-            command: Some(vec!["/bin/sh".into(), "-c".into(), cmd.into()]),
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(MANAGER_PORT),
+            ..Default::default()
         }),
-        period_seconds: Some(5),
+        period_seconds: Some(period),
         timeout_seconds: Some(3),
-        failure_threshold: Some(3),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    }
+}
+
+/// Data pods prefer nodes without another pod of their component, and so do sentinels: losing a
+/// node then loses one member, not the quorum or every copy.
+fn spread(cluster: &str, component: &str) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(pod_selector(cluster, component)),
+                            ..Default::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..Default::default()
+                    },
+                },
+            ]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The volume holding the instance manager and its private run directory.
+const MANAGER_VOLUME: &str = "lifeboat";
+
+fn manager_mount() -> VolumeMount {
+    VolumeMount {
+        name: MANAGER_VOLUME.into(),
+        mount_path: MANAGER_DIR.into(),
         ..Default::default()
     }
 }
@@ -292,58 +364,50 @@ fn exec_probe(cmd: &str) -> Probe {
 /// The StatefulSet of a component.
 pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet {
     let name = input.name();
-    let ns = input.ns();
     let c = &comp.spec.name;
     let engine = input.valid.engine;
     let cm = config_map(input, comp);
-    let data_name = input
-        .data_component()
-        .map(|d| d.spec.name.clone())
-        .unwrap_or_default();
-    let sentinels: Vec<String> = input
-        .valid
-        .sentinel()
-        .map(|s| {
-            (0..s.spec.replicas)
-                .map(|i| naming::pod_fqdn(&name, &s.spec.name, i, &ns, input.domain))
-                .collect()
-        })
-        .unwrap_or_default();
-    let quorum = sentinels.len() / 2 + 1;
+    let policy = comp.spec.scheduling_policy.as_ref().or(input
+        .cluster
+        .spec
+        .scheduling_policy
+        .as_ref());
     let mut envs = vec![
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
         env("HEADLESS_SERVICE", naming::headless_service(&name, c)),
         env("CLUSTER_DOMAIN", input.domain),
-        env("MASTER_NAME", engine.master_name(&name)),
-        env("SENTINEL_HOSTS", sentinels.join(" ")),
-        env("QUORUM", quorum.to_string()),
-        env(
-            "FIRST_DATA_POD",
-            naming::pod_fqdn(&name, &data_name, 0, &ns, input.domain),
-        ),
         env("SERVER_ARGS", engine.server_args().join(" ")),
         password_env(&input.secret_name(), "REDIS_PASSWORD"),
     ];
     envs.extend(comp.spec.env.iter().cloned());
-    let (port_name, probe) = match comp.def.kind {
-        ComponentKind::Data => ("redis", DATA_READINESS),
-        ComponentKind::Sentinel => ("sentinel", "redis-cli -p 26379 ping | grep -q PONG"),
+    let port_name = match comp.def.kind {
+        ComponentKind::Data => "redis",
+        ComponentKind::Sentinel => "sentinel",
     };
     let has_data_vct = comp
         .spec
         .volume_claim_templates
         .iter()
         .any(|v| v.name == DATA_VOLUME);
-    let mut volumes = vec![Volume {
-        name: "config".into(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: cm.metadata.name.clone().unwrap_or_default(),
-            default_mode: Some(0o755),
+    let mut volumes = vec![
+        Volume {
+            name: "config".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: cm.metadata.name.clone().unwrap_or_default(),
+                default_mode: Some(0o644),
+                ..Default::default()
+            }),
             ..Default::default()
-        }),
-        ..Default::default()
-    }];
+        },
+        // The manager binary and the rendered config with the password: pod-local, gone with
+        // the pod.
+        Volume {
+            name: MANAGER_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+    ];
     if !has_data_vct {
         volumes.push(Volume {
             name: DATA_VOLUME.into(),
@@ -391,19 +455,63 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                         }]
                     }),
                     enable_service_links: Some(false),
-                    termination_grace_period_seconds: Some(30),
+                    // The manager needs no Kubernetes API access.
+                    automount_service_account_token: Some(false),
+                    // A stopping primary hands its role over (up to ~30 s) before it shuts down.
+                    termination_grace_period_seconds: Some(match comp.def.kind {
+                        ComponentKind::Data => 60,
+                        ComponentKind::Sentinel => 30,
+                    }),
+                    affinity: Some(
+                        policy
+                            .and_then(|p| p.affinity.clone())
+                            .unwrap_or_else(|| spread(&name, c)),
+                    ),
+                    scheduler_name: policy.and_then(|p| p.scheduler_name.clone()),
+                    node_name: policy.and_then(|p| p.node_name.clone()),
+                    node_selector: policy
+                        .map(|p| p.node_selector.clone())
+                        .filter(|m| !m.is_empty()),
+                    tolerations: policy
+                        .map(|p| p.tolerations.clone())
+                        .filter(|t| !t.is_empty()),
+                    topology_spread_constraints: policy
+                        .map(|p| p.topology_spread_constraints.clone())
+                        .filter(|t| !t.is_empty()),
+                    init_containers: Some(vec![Container {
+                        name: "install-manager".into(),
+                        image: Some(input.manager_image.to_owned()),
+                        image_pull_policy: Some("IfNotPresent".into()),
+                        command: Some(vec![
+                            "/usr/local/bin/lifeboat-instance".into(),
+                            "install".into(),
+                            format!("{MANAGER_DIR}/bin"),
+                        ]),
+                        volume_mounts: Some(vec![manager_mount()]),
+                        ..Default::default()
+                    }]),
                     containers: vec![Container {
                         name: c.clone(),
                         image: Some(input.image.to_owned()),
                         image_pull_policy: Some("IfNotPresent".into()),
                         command: Some(engine.start_command(comp.def.kind)),
                         env: Some(envs),
-                        ports: Some(vec![ContainerPort {
-                            name: Some(port_name.into()),
-                            container_port: comp.def.port,
-                            ..Default::default()
-                        }]),
-                        readiness_probe: Some(exec_probe(probe)),
+                        ports: Some(vec![
+                            ContainerPort {
+                                name: Some(port_name.into()),
+                                container_port: comp.def.port,
+                                ..Default::default()
+                            },
+                            ContainerPort {
+                                name: Some("manager".into()),
+                                container_port: MANAGER_PORT,
+                                ..Default::default()
+                            },
+                        ]),
+                        readiness_probe: Some(manager_probe("/readyz", 5, 3)),
+                        // A manager that stops answering for a minute is restarted; a server that
+                        // dies takes its manager down with it, which restarts the container too.
+                        liveness_probe: Some(manager_probe("/healthz", 10, 6)),
                         resources: comp.spec.resources.clone(),
                         volume_mounts: Some(vec![
                             VolumeMount {
@@ -416,6 +524,7 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                                 mount_path: CONFIG_DIR.into(),
                                 ..Default::default()
                             },
+                            manager_mount(),
                         ]),
                         ..Default::default()
                     }],
@@ -433,6 +542,7 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                             labels: Some({
                                 let mut l = pod_selector(&name, c);
                                 l.extend(t.labels.clone());
+                                l.extend(claim_uid_label(input.cluster));
                                 l
                             }),
                             annotations: (!t.annotations.is_empty()).then(|| t.annotations.clone()),
@@ -446,6 +556,45 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+/// The Cluster's UID label on the claims its StatefulSets create, which is what lets
+/// termination delete them (`cluster::claims`). None for a Cluster without a UID (not yet stored).
+fn claim_uid_label(c: &Cluster) -> Option<(String, String)> {
+    c.uid()
+        .filter(|u| !u.is_empty())
+        .map(|u| (labels::CLUSTER_UID.to_owned(), u))
+}
+
+/// A StatefulSet's claim templates cannot change once it exists, and one created before the UID
+/// label was added keeps templates without it; applying them with the label would be refused.
+/// So `built` keeps the UID label only on templates that already carry it in `existing`; the
+/// claims of older StatefulSets get the label by adoption instead (`claims::adopt`).
+pub fn keep_claim_templates(built: &mut StatefulSet, existing: &StatefulSet) {
+    let existing_templates = existing
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_claim_templates.as_ref());
+    let labelled = |name: &Option<String>| {
+        existing_templates.into_iter().flatten().any(|t| {
+            t.metadata.name == *name
+                && t.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(labels::CLUSTER_UID))
+        })
+    };
+    let templates = built
+        .spec
+        .as_mut()
+        .and_then(|s| s.volume_claim_templates.as_mut());
+    for t in templates.into_iter().flatten() {
+        if !labelled(&t.metadata.name)
+            && let Some(l) = t.metadata.labels.as_mut()
+        {
+            l.remove(labels::CLUSTER_UID);
+        }
     }
 }
 
@@ -469,6 +618,7 @@ mod tests {
             cluster: &c,
             valid: &v,
             image: "img",
+            manager_image: "mgr",
             domain: "cluster.local",
             restore_gate: false,
         };
@@ -498,6 +648,7 @@ mod tests {
             cluster: &c,
             valid: &v,
             image: "img",
+            manager_image: "mgr",
             domain: "cluster.local",
             restore_gate: true,
         };
@@ -524,6 +675,7 @@ mod tests {
             cluster: &c,
             valid: &v,
             image: "img",
+            manager_image: "mgr",
             domain: "cluster.local",
             restore_gate: false,
         };
@@ -536,6 +688,109 @@ mod tests {
         assert!(!spec.selector.unwrap_or_default().contains_key(labels::ROLE));
     }
 
+    fn data_pod(c: &Cluster, v: &ValidCluster) -> PodSpec {
+        let input = BuildInput {
+            cluster: c,
+            valid: v,
+            image: "img",
+            manager_image: "mgr",
+            domain: "cluster.local",
+            restore_gate: false,
+        };
+        statefulset(&input, v.data().expect("data"))
+            .spec
+            .and_then(|s| s.template.spec)
+            .expect("pod spec")
+    }
+
+    #[test]
+    fn data_pods_run_the_instance_manager_with_no_password_on_a_command_line() {
+        let (c, v) = built(false);
+        let pod = data_pod(&c, &v);
+        let init = &pod.init_containers.as_ref().expect("init")[0];
+        assert_eq!(init.image.as_deref(), Some("mgr"));
+        let main = &pod.containers[0];
+        assert_eq!(
+            main.command.as_deref(),
+            Some(
+                &[
+                    "/lifeboat/bin/lifeboat-instance".to_owned(),
+                    "data".to_owned()
+                ][..]
+            )
+        );
+        for probe in [&main.readiness_probe, &main.liveness_probe] {
+            let p = probe.as_ref().expect("probe");
+            assert!(p.exec.is_none() && p.http_get.is_some(), "{p:?}");
+        }
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        assert_eq!(pod.termination_grace_period_seconds, Some(60));
+        let cm = config_map(
+            &BuildInput {
+                cluster: &c,
+                valid: &v,
+                image: "img",
+                manager_image: "mgr",
+                domain: "cluster.local",
+                restore_gate: false,
+            },
+            v.data().expect("data"),
+        );
+        let members: serde_json::Value =
+            serde_json::from_str(&cm.data.as_ref().expect("data")[MEMBERS_FILE]).expect("json");
+        assert_eq!(members["data"].as_array().map(Vec::len), Some(2));
+        assert_eq!(members["sentinels"].as_array().map(Vec::len), Some(3));
+        assert_eq!(members["quorum"], 2);
+    }
+
+    #[test]
+    fn scaling_changes_the_members_but_not_the_config_hash() {
+        let (c, v) = built(false);
+        let mut c2 = c.clone();
+        c2.spec.component_specs[0].replicas += 1;
+        let v2 = validate(&c2).expect("valid");
+        let hash = |c: &Cluster, v: &ValidCluster| {
+            let input = BuildInput {
+                cluster: c,
+                valid: v,
+                image: "img",
+                manager_image: "mgr",
+                domain: "cluster.local",
+                restore_gate: false,
+            };
+            config_hash(&config_map(&input, v.data().expect("data")))
+        };
+        assert_eq!(hash(&c, &v), hash(&c2, &v2));
+    }
+
+    #[test]
+    fn data_pods_prefer_different_nodes_unless_the_cluster_says_otherwise() {
+        let (mut c, v) = built(false);
+        let aff = data_pod(&c, &v).affinity.expect("affinity");
+        let terms = aff
+            .pod_anti_affinity
+            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution)
+            .expect("preferred anti-affinity");
+        assert_eq!(
+            terms[0].pod_affinity_term.topology_key,
+            "kubernetes.io/hostname"
+        );
+        let own = Affinity::default();
+        c.spec.scheduling_policy = Some(lifeboat_api::apps::v1::SchedulingPolicy {
+            affinity: Some(own.clone()),
+            node_selector: BTreeMap::from([("disk".to_owned(), "ssd".to_owned())]),
+            ..Default::default()
+        });
+        let pod = data_pod(&c, &v);
+        assert_eq!(pod.affinity, Some(own));
+        assert_eq!(
+            pod.node_selector
+                .and_then(|m| m.get("disk").cloned())
+                .as_deref(),
+            Some("ssd")
+        );
+    }
+
     #[test]
     fn every_object_is_owned_by_the_cluster() {
         let (c, v) = built(false);
@@ -543,6 +798,7 @@ mod tests {
             cluster: &c,
             valid: &v,
             image: "img",
+            manager_image: "mgr",
             domain: "cluster.local",
             restore_gate: false,
         };
@@ -559,5 +815,60 @@ mod tests {
             assert_eq!(owners[0].kind, "Cluster");
             assert_eq!(owners[0].controller, Some(true));
         }
+    }
+
+    #[test]
+    fn claim_templates_carry_the_uid_only_where_the_statefulset_already_does() {
+        let (c, v) = built(false);
+        let input = BuildInput {
+            cluster: &c,
+            valid: &v,
+            image: "img",
+            manager_image: "mgr",
+            domain: "cluster.local",
+            restore_gate: false,
+        };
+        let data = v.data().expect("data");
+        let uid_of = |s: &StatefulSet| -> Vec<Option<String>> {
+            s.spec
+                .iter()
+                .flat_map(|s| s.volume_claim_templates.iter().flatten())
+                .map(|t| {
+                    t.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::CLUSTER_UID).cloned())
+                })
+                .collect()
+        };
+        let fresh = statefulset(&input, data);
+        let uid = c.uid();
+        assert_eq!(uid_of(&fresh), vec![uid.clone()], "a new StatefulSet");
+
+        let mut old = fresh.clone();
+        for t in old
+            .spec
+            .as_mut()
+            .and_then(|s| s.volume_claim_templates.as_mut())
+            .into_iter()
+            .flatten()
+        {
+            t.metadata
+                .labels
+                .as_mut()
+                .map(|l| l.remove(labels::CLUSTER_UID));
+        }
+        let mut again = statefulset(&input, data);
+        keep_claim_templates(&mut again, &old);
+        assert_eq!(uid_of(&again), vec![None], "one made before the label");
+        assert_eq!(
+            again.spec.as_ref().map(|s| &s.volume_claim_templates),
+            old.spec.as_ref().map(|s| &s.volume_claim_templates),
+            "the templates are exactly the existing ones"
+        );
+
+        let mut same = statefulset(&input, data);
+        keep_claim_templates(&mut same, &fresh);
+        assert_eq!(uid_of(&same), vec![uid], "one made with the label keeps it");
     }
 }

@@ -2,6 +2,7 @@
 //! role labels current, and report status.
 
 pub mod build;
+pub mod claims;
 pub mod restore_step;
 pub mod roles;
 pub mod status;
@@ -31,6 +32,7 @@ use lifeboat_api::{Cluster, Restore};
 
 use crate::context::Context;
 use crate::engine::ComponentKind;
+use crate::engine::replication::MANAGER_PORT;
 use crate::error::{Error, Result};
 use crate::restore::intent::{self, Deadlines};
 use crate::{kubeapi, naming};
@@ -137,6 +139,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         cluster,
         valid: &valid,
         image: &ctx.config.database_image,
+        manager_image: &ctx.config.mover_image,
         domain: &ctx.config.cluster_domain,
         restore_gate: false,
     };
@@ -211,7 +214,13 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
             ..Default::default()
         };
         if workload_allowed {
-            let sts = kubeapi::apply(&ctx.client, &build::statefulset(&comp_input, comp)).await?;
+            let mut built = build::statefulset(&comp_input, comp);
+            if let Some(existing) =
+                kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?
+            {
+                build::keep_claim_templates(&mut built, &existing);
+            }
+            let sts = kubeapi::apply(&ctx.client, &built).await?;
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
         } else if let Some(sts) =
@@ -225,6 +234,9 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         }
         status_input.components.push(obs);
     }
+    // Claims made before Lifeboat labelled them get the label while their pods are running, so
+    // that termination can prove they are this Cluster's.
+    claims::adopt(ctx, cluster).await?;
     status_input.restore = restore_state;
     let st = status::compute(&status_input);
     let requeue = match st.phase {
@@ -240,6 +252,7 @@ fn input_clone<'a>(i: &BuildInput<'a>) -> BuildInput<'a> {
         cluster: i.cluster,
         valid: i.valid,
         image: i.image,
+        manager_image: i.manager_image,
         domain: i.domain,
         restore_gate: i.restore_gate,
     }
@@ -352,6 +365,7 @@ async fn observe_roles(
     }
     let pods = component_pods(ctx, &ns, &name, &comp.spec.name).await?;
     let mut servers = BTreeMap::new();
+    let mut waiting = Vec::new();
     for p in &pods {
         let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
             continue;
@@ -370,6 +384,12 @@ async fn observe_roles(
             &ctx.config.cluster_domain,
         );
         let role = roles::server_role(&ip, comp.def.port, password).await;
+        if matches!(role, roles::ServerRole::Unknown(_))
+            && let Some(r) = roles::manager_report(&ip, MANAGER_PORT).await
+            && let Some(problem) = roles::waiting_problem(&p.name_any(), &r)
+        {
+            waiting.push(problem);
+        }
         servers.insert(p.name_any(), (fqdn, role));
     }
     let mut sentinel_masters = Vec::new();
@@ -378,14 +398,39 @@ async fn observe_roles(
         sentinel_count = usize::try_from(s.spec.replicas).unwrap_or(0);
         for p in &component_pods(ctx, &ns, &name, &s.spec.name).await? {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
-                && let Some(m) =
-                    roles::sentinel_master(&ip, s.def.port, &valid.engine.master_name(&name)).await
+                && let Some(m) = roles::sentinel_master(
+                    &ip,
+                    s.def.port,
+                    &valid.engine.master_name(&name),
+                    password,
+                )
+                .await
             {
                 sentinel_masters.push(m);
             }
         }
     }
-    let decided = roles::decide(&servers, &sentinel_masters, sentinel_count);
+    let mut decided = roles::decide(&servers, &sentinel_masters, sentinel_count);
+    // A pod that will not start its server says why; that reason leads the Cluster's message,
+    // and a new one is an event.
+    for w in waiting.iter().rev() {
+        let known = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.message.as_deref())
+            .is_some_and(|m| m.contains(w.as_str()));
+        if !known && w.contains("does not start") {
+            ctx.event(
+                cluster,
+                EventType::Warning,
+                "WaitingForData",
+                "Start",
+                w.clone(),
+            )
+            .await;
+        }
+        decided.problems.insert(0, w.clone());
+    }
     for p in &pods {
         let pod_name = p.name_any();
         let Some(want) = decided.labels.get(&pod_name) else {

@@ -293,6 +293,7 @@ pub async fn step(
                 cluster,
                 valid,
                 image: "",
+                manager_image: "",
                 domain: "",
                 restore_gate: true,
             }

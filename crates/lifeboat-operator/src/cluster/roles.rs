@@ -144,9 +144,14 @@ pub fn parse_replication_info(text: &str) -> ServerRole {
     }
 }
 
-/// Asks a sentinel which server it considers the master.
-pub async fn sentinel_master(ip: &str, port: i32, master_name: &str) -> Option<String> {
-    let url = format!("redis://{ip}:{port}/");
+/// Asks a sentinel which server it considers the master. Sentinels require the account password.
+pub async fn sentinel_master(
+    ip: &str,
+    port: i32,
+    master_name: &str,
+    password: &str,
+) -> Option<String> {
+    let url = format!("redis://:{password}@{ip}:{port}/");
     let mut conn = connect(&url).await.ok()?;
     let r: Result<Vec<String>, _> = tokio::time::timeout(
         TIMEOUT,
@@ -158,6 +163,45 @@ pub async fn sentinel_master(ip: &str, port: i32, master_name: &str) -> Option<S
     .await
     .ok()?;
     r.ok().and_then(|v| v.into_iter().next())
+}
+
+/// What a data pod's instance manager says when its server does not run: it is still deciding,
+/// or it waits (and why). Only the fields the operator shows are read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+pub struct ManagerReport {
+    /// `deciding`, `waiting`, `running` or `stopping`.
+    pub phase: String,
+    /// Why it waits.
+    pub reason: Option<String>,
+}
+
+/// Reads a data pod's manager report (`GET /report` on the manager port).
+pub async fn manager_report(ip: &str, port: i32) -> Option<ManagerReport> {
+    let client = reqwest::Client::builder().timeout(TIMEOUT).build().ok()?;
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_owned()
+    };
+    let resp = client
+        .get(format!("http://{host}:{port}/report"))
+        .send()
+        .await
+        .ok()?;
+    let body = resp.bytes().await.ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// The problem a waiting manager's report amounts to, if any.
+pub fn waiting_problem(pod: &str, r: &ManagerReport) -> Option<String> {
+    match r.phase.as_str() {
+        "waiting" => Some(format!(
+            "{pod} does not start its server: {}",
+            r.reason.as_deref().unwrap_or("no reason given")
+        )),
+        "deciding" => Some(format!("{pod} is choosing its role")),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +271,22 @@ mod tests {
         )]);
         let r = decide(&s, &["a".into(), "b".into()], 3);
         assert!(r.problems.iter().any(|p| p.contains("do not agree")));
+    }
+
+    #[test]
+    fn a_waiting_manager_is_a_problem_that_names_the_pod_and_the_reason() {
+        let r: ManagerReport = serde_json::from_str(
+            r#"{"host":"h","ordinal":0,"phase":"waiting","reason":"every data pod that reports has an empty volume"}"#,
+        )
+        .expect("parsed");
+        let p = waiting_problem("fdb-falkordb-0", &r).expect("problem");
+        assert!(
+            p.contains("fdb-falkordb-0") && p.contains("empty volume"),
+            "{p}"
+        );
+        let running: ManagerReport =
+            serde_json::from_str(r#"{"phase":"running","role":"primary"}"#).expect("parsed");
+        assert_eq!(waiting_problem("x", &running), None);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub trait Engine: Send + Sync {
     fn server_args(&self) -> Vec<String>;
     /// Files the component's ConfigMap carries, by file name.
     fn config_files(&self, ctx: &ConfigContext<'_>) -> BTreeMap<String, String>;
-    /// The shell command the component's main container runs.
+    /// The command the component's main container runs.
     fn start_command(&self, kind: ComponentKind) -> Vec<String>;
     /// Whether the engine stores graphs (FalkorDB) as well as keys.
     fn has_graphs(&self) -> bool;

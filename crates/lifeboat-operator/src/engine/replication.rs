@@ -1,9 +1,9 @@
 //! The replication-with-sentinel shape shared by FalkorDB and Redis.
 //!
-//! Roles are decided when a server starts, not by the operator: a data pod asks the sentinels
-//! which server is the master and replicates from it; with no sentinel answering (a new
-//! cluster) ordinal 0 is the master. The operator only observes roles and labels pods, so a
-//! failover does not depend on the operator being up.
+//! Roles are decided when a server starts, not by the operator: each data pod's instance manager
+//! (`lifeboat-instance`, crates/lifeboat-instance) follows the serving primary, or on a cold start
+//! chooses the primary by the data the pods hold. The operator only observes roles and labels
+//! pods, so a failover does not depend on the operator being up.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +15,12 @@ pub const CONFIG_DIR: &str = "/etc/lifeboat";
 pub const DATA_PORT: i32 = 6379;
 /// The sentinel port.
 pub const SENTINEL_PORT: i32 = 26379;
+/// The instance manager's port: probes, and the reports peers and the operator read.
+pub const MANAGER_PORT: i32 = 8000;
+/// Where an init container installs the instance manager, from the mover image.
+pub const MANAGER_DIR: &str = "/lifeboat";
+/// The instance manager binary in the database container.
+pub const MANAGER_BIN: &str = "/lifeboat/bin/lifeboat-instance";
 
 /// Component names of an engine.
 #[derive(Clone, Copy, Debug)]
@@ -37,9 +43,9 @@ pub struct ReplicationEngine {
 }
 
 const REDIS_CONF: &str = "\
-# Rendered by Lifeboat. The password and the replication source are passed on the command line
-# by start.sh, so this file holds no secret and does not change when roles change.
-port 6379
+# Rendered by Lifeboat. The instance manager includes this file from a config of its own that
+# holds the password and the replication source, so this file holds no secret and does not
+# change when roles change.
 bind * -::*
 protected-mode no
 dir /data
@@ -49,108 +55,12 @@ appenddirname appendonlydir
 aof-load-truncated yes
 replica-read-only yes
 repl-diskless-sync yes
+# The replication id must not change while no replica is attached: the instance manager compares
+# datasets by their replication history.
+repl-backlog-ttl 0
+# A stopping primary waits this long for its replicas to acknowledge the last writes.
+shutdown-timeout 10
 ";
-
-const START_DATA: &str = r#"#!/bin/sh
-# Decides this server's replication source before it starts: the master the sentinels agree on,
-# or ordinal 0 when no sentinel knows one yet (a new cluster). Started with --replicaof, a server
-# never serves writes of its own before it has synced from the master.
-set -eu
-ordinal="${POD_NAME##*-}"
-self="${POD_NAME}.${HEADLESS_SERVICE}.${POD_NAMESPACE}.svc.${CLUSTER_DOMAIN}"
-# Written at every start: a server that finds it has run before, and so belongs to a cluster
-# whose sentinels know the master.
-ran=/data/.lifeboat-started
-set -- /etc/lifeboat/redis.conf --requirepass "$REDIS_PASSWORD" --masterauth "$REDIS_PASSWORD" \
-  --replica-announce-ip "$self" $SERVER_ARGS
-ask_sentinels() {
-  for h in ${SENTINEL_HOSTS:-}; do
-    m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
-    if [ -n "$m" ]; then echo "$m"; return 0; fi
-  done
-  return 1
-}
-master=$(ask_sentinels) || master=""
-if [ -z "$master" ] && [ -n "${SENTINEL_HOSTS:-}" ] && [ -e "$ran" ]; then
-  # A restart, and no sentinel answered at once (DNS or the sentinels slow under load). Falling
-  # back to "ordinal 0 is the master" now could bring back an old master while the sentinels
-  # hand its role to a replica, so ask again for a while first.
-  i=0
-  while [ -z "$master" ] && [ "$i" -lt 20 ]; do
-    sleep 2
-    master=$(ask_sentinels) || master=""
-    i=$((i + 1))
-  done
-  [ -n "$master" ] || echo "no sentinel answered for 40s"
-fi
-if [ -n "$master" ] && [ "$master" = "$self" ]; then
-  # The sentinels still name this server, which is only now starting: the master was lost
-  # (deleted or crashed) before they noticed. Hand the role to a replica, which holds the data and
-  # is serving, rather than come back as a master behind the clients' backs. A failover already in
-  # progress is waited for too; with no replica able to take over, the failover is refused and
-  # this server resumes as the master.
-  for h in ${SENTINEL_HOSTS}; do
-    r=$(timeout 3 redis-cli -h "$h" -p 26379 SENTINEL FAILOVER "$MASTER_NAME" 2>&1) || true
-    case "$r" in
-      OK*|*INPROG*)
-        echo "sentinel $h: ${r}; waiting for the new master"
-        i=0
-        while [ "$i" -lt 30 ]; do
-          m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
-          if [ -n "$m" ] && [ "$m" != "$self" ]; then master="$m"; break; fi
-          i=$((i + 1))
-          sleep 1
-        done
-        break
-        ;;
-      *) echo "sentinel $h refused the failover: ${r:-no answer}" ;;
-    esac
-  done
-fi
-if [ -z "$master" ] && [ -n "${SENTINEL_HOSTS:-}" ] && [ "$ordinal" != "0" ]; then
-  master="${FIRST_DATA_POD}"
-fi
-touch "$ran"
-if [ -n "$master" ] && [ "$master" != "$self" ]; then
-  echo "starting as a replica of $master"
-  set -- "$@" --replicaof "$master" 6379
-else
-  echo "starting as the primary"
-fi
-exec redis-server "$@"
-"#;
-
-const START_SENTINEL: &str = r#"#!/bin/sh
-# Joins the sentinels that already monitor the master, or starts monitoring ordinal 0 of the data
-# component. The config is written fresh at every start; sentinels rediscover replicas and each
-# other from the master within seconds.
-set -eu
-self="${POD_NAME}.${HEADLESS_SERVICE}.${POD_NAMESPACE}.svc.${CLUSTER_DOMAIN}"
-master=""
-for h in ${SENTINEL_HOSTS}; do
-  [ "$h" = "$self" ] && continue
-  m=$(timeout 3 redis-cli -h "$h" -p 26379 --raw SENTINEL get-master-addr-by-name "$MASTER_NAME" 2>/dev/null | head -n1) || true
-  if [ -n "$m" ]; then master="$m"; break; fi
-done
-[ -n "$master" ] || master="${FIRST_DATA_POD}"
-# Sentinel refuses a master hostname it cannot resolve, and the data pods may not exist yet
-# (they wait for restored data).
-until getent hosts "$master" >/dev/null 2>&1; do sleep 2; done
-conf=/data/sentinel.conf
-cat > "$conf" <<CONF
-port 26379
-dir /data
-sentinel resolve-hostnames yes
-sentinel announce-hostnames yes
-sentinel announce-ip $self
-sentinel monitor $MASTER_NAME $master 6379 $QUORUM
-sentinel auth-pass $MASTER_NAME $REDIS_PASSWORD
-sentinel down-after-milliseconds $MASTER_NAME 5000
-sentinel failover-timeout $MASTER_NAME 30000
-sentinel parallel-syncs $MASTER_NAME 1
-CONF
-exec redis-server "$conf" --sentinel
-"#;
 
 impl Engine for ReplicationEngine {
     fn cluster_def(&self) -> &'static str {
@@ -196,19 +106,15 @@ impl Engine for ReplicationEngine {
     }
 
     fn config_files(&self, _ctx: &ConfigContext<'_>) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("redis.conf".to_owned(), REDIS_CONF.to_owned()),
-            ("start.sh".to_owned(), START_DATA.to_owned()),
-            ("start-sentinel.sh".to_owned(), START_SENTINEL.to_owned()),
-        ])
+        BTreeMap::from([("redis.conf".to_owned(), REDIS_CONF.to_owned())])
     }
 
     fn start_command(&self, kind: ComponentKind) -> Vec<String> {
-        let script = match kind {
-            ComponentKind::Data => "start.sh",
-            ComponentKind::Sentinel => "start-sentinel.sh",
+        let role = match kind {
+            ComponentKind::Data => "data",
+            ComponentKind::Sentinel => "sentinel",
         };
-        vec!["/bin/sh".into(), format!("{CONFIG_DIR}/{script}")]
+        vec![MANAGER_BIN.into(), role.into()]
     }
 
     fn has_graphs(&self) -> bool {

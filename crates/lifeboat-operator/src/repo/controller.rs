@@ -7,7 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimSpec, Secret, VolumeResourceRequirements,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -18,6 +18,7 @@ use lifeboat_api::conditions;
 use lifeboat_api::dataprotection::v1alpha1::{BackupRepoPhase, BackupRepoStatus};
 use lifeboat_api::{BackupRepo, labels};
 
+use super::copies;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::{FIELD_MANAGER, kubeapi, naming};
@@ -113,6 +114,9 @@ async fn reconcile(repo: &BackupRepo, ctx: &Context) -> Result<Action> {
             "updating status of",
             format!("BackupRepo {name}"),
         ))?;
+    // Namespaces that stopped using the repo lose its copies; checked on every probe, since
+    // nothing about the repo itself changes when a namespace's last Backup goes.
+    copies::sweep(ctx, repo).await?;
     // Re-probed on a schedule, since a store can go away without any Kubernetes object changing;
     // a failed repo sooner, so that a recovered store is usable again quickly.
     Ok(Action::requeue(if failed {
@@ -191,25 +195,14 @@ fn write(st: &BackupRepoStatus, name: &str) -> Result<serde_json::Value> {
 }
 
 /// Makes `repo` usable by Jobs in `namespace`: a copy of the credential Secret for S3 stores,
-/// the repo PVC for `pvc` repos.
+/// the repo PVC for `pvc` repos. Both carry the repo's UID and the time of this use
+/// ([`copies`]), which is what lets a namespace that stops using the repo lose them.
 pub async fn ensure_namespace_access(
     ctx: &Context,
     repo: &BackupRepo,
     namespace: &str,
 ) -> Result<()> {
     let name = repo.name_any();
-    let meta = |n: String| ObjectMeta {
-        name: Some(n),
-        namespace: Some(namespace.to_owned()),
-        labels: Some(
-            [(
-                labels::MANAGED_BY.to_owned(),
-                labels::MANAGED_BY_VALUE.to_owned(),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
     match repo.spec.storage_provider_ref.as_str() {
         "pvc" => {
             let mut requests = std::collections::BTreeMap::new();
@@ -220,7 +213,7 @@ pub async fn ensure_namespace_access(
                 ),
             );
             let pvc = PersistentVolumeClaim {
-                metadata: meta(naming::repo_pvc(&name)),
+                metadata: copies::volume_meta(repo, namespace),
                 spec: Some(PersistentVolumeClaimSpec {
                     access_modes: Some(vec![
                         repo.spec
@@ -238,7 +231,15 @@ pub async fn ensure_namespace_access(
                 }),
                 ..Default::default()
             };
-            kubeapi::create_if_absent(&ctx.client, &pvc).await?;
+            if !kubeapi::create_if_absent(&ctx.client, &pvc).await? {
+                let pvc_name = naming::repo_pvc(&name);
+                if let Some(existing) =
+                    kubeapi::get_opt::<PersistentVolumeClaim>(&ctx.client, namespace, &pvc_name)
+                        .await?
+                {
+                    copies::touch_volume(ctx, repo, &existing).await?;
+                }
+            }
         }
         _ => {
             let Some(cred) = &repo.spec.credential else {
@@ -252,13 +253,7 @@ pub async fn ensure_namespace_access(
                     object: format!("Secret {src_ns}/{src_name} (credential of BackupRepo {name})"),
                     field: "data",
                 })?;
-            let copy = Secret {
-                metadata: meta(naming::repo_credential(&name)),
-                data: src.data,
-                type_: Some("Opaque".into()),
-                ..Default::default()
-            };
-            kubeapi::apply(&ctx.client, &copy).await?;
+            kubeapi::apply(&ctx.client, &copies::credential_copy(repo, namespace, &src)).await?;
         }
     }
     Ok(())

@@ -98,6 +98,11 @@ pub fn data_pvc(cluster: &Cluster, comp: &ValidComponent, ordinal: i32) -> Persi
         RESTORE_LABEL.into(),
         naming::restore(&name, &comp.spec.name),
     );
+    // Like the claims the StatefulSet creates: what lets termination prove the volume is this
+    // Cluster's even without the owner reference.
+    if let Some(uid) = cluster.uid() {
+        labels.insert(labels::CLUSTER_UID.into(), uid);
+    }
     PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(naming::data_pvc(&name, &comp.spec.name, ordinal)),
@@ -273,4 +278,38 @@ pub fn job_selector(cluster: &str, component: &str) -> String {
         labels::INSTANCE,
         naming::restore(cluster, component)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::claims::{self, ClusterIdentity, Proof, Verdict};
+    use crate::cluster::test_support::field_report_cluster;
+    use crate::cluster::validate::validate;
+
+    #[test]
+    fn restored_volumes_are_provably_the_clusters() {
+        let c = field_report_cluster();
+        let v = validate(&c).expect("valid");
+        let pvc = data_pvc(&c, v.data().expect("data"), 1);
+        let id = ClusterIdentity::of(&c);
+        assert_eq!(
+            pvc.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CLUSTER_UID)),
+            c.metadata.uid.as_ref()
+        );
+        assert_eq!(
+            claims::verdict(&id, &pvc, &Default::default()),
+            Verdict::Delete(Proof::OwnerReference)
+        );
+        let mut unowned = pvc.clone();
+        unowned.metadata.owner_references = None;
+        assert_eq!(
+            claims::verdict(&id, &unowned, &Default::default()),
+            Verdict::Delete(Proof::NameAndUidLabel),
+            "the label and the exact name suffice without the owner reference"
+        );
+    }
 }

@@ -1,6 +1,9 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, PersistentVolumeClaimSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, PersistentVolumeClaimSpec, ResourceRequirements, Toleration,
+    TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -81,6 +84,37 @@ pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.restore is immutable"))]
     pub restore: Option<ClusterRestore>,
+
+    /// Where the Cluster's pods are scheduled, for every component that sets no policy of its
+    /// own. Without an affinity, the pods of each component prefer different nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_policy: Option<SchedulingPolicy>,
+}
+
+/// Where pods are scheduled (KubeBlocks' `SchedulingPolicy`). Each field, when set, is copied to
+/// the pods as it is.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPolicy {
+    /// The scheduler that places the pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+    /// Node labels the pods require.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// A node to place every pod on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Node and pod affinity. When set it replaces Lifeboat's default, which makes the pods of a
+    /// component prefer different nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Taints the pods tolerate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// How the pods spread across topology domains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
 }
 
 /// What deleting a Cluster removes.
@@ -142,6 +176,10 @@ pub struct ClusterComponentSpec {
     /// Extra annotations for the component's pods.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+
+    /// Where the component's pods are scheduled; replaces the Cluster's `schedulingPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_policy: Option<SchedulingPolicy>,
 }
 
 fn default_replicas() -> i32 {

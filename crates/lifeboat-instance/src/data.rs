@@ -1,0 +1,329 @@
+//! A data pod's life: decide the role from what the pods hold, start `redis-server`, keep the
+//! dataset's record current while it serves, and hand the primary role over before a planned stop.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::client::{self, Replication};
+use crate::conf::{self, DataConf};
+use crate::decide::{self, Decision, Observation, Peer, SentinelAnswer};
+use crate::error::{Error, Result, io};
+use crate::http::Shared;
+use crate::lineage::{Lineage, LiveIdentity};
+use crate::peers;
+use crate::report::{Phase, Report, Role};
+use crate::settings::{Members, Settings};
+use crate::state::{self, State};
+use crate::switchover;
+
+/// How often the decision is retried while waiting.
+const DECIDE_EVERY: Duration = Duration::from_secs(2);
+/// How often a running server is observed.
+const OBSERVE_EVERY: Duration = Duration::from_secs(1);
+/// A primary corrects sentinels only after serving this long, so that it never interferes with a
+/// failover the sentinels are finishing.
+const SETTLED: Duration = Duration::from_secs(10);
+
+/// Runs the data pod until a stop is asked for (Ok) or the server dies (Err).
+pub async fn run(s: Settings) -> Result<()> {
+    let dataset = state::dataset(&s.data_dir)?;
+    tracing::info!(host = %s.host, present = dataset.present, lineage = ?dataset.lineage, last_role = ?dataset.last_role, "found the data volume");
+    let shared = Shared::new(Some(Report {
+        host: s.host.clone(),
+        ordinal: s.ordinal,
+        dataset: dataset.clone(),
+        lineage: None,
+        phase: Phase::Deciding,
+    }));
+    let http = tokio::spawn(crate::http::serve(
+        s.bind.clone(),
+        s.manager_port,
+        shared.clone(),
+    ));
+    let mut term = signal(SignalKind::terminate()).map_err(io("listening for SIGTERM"))?;
+    let http_client = peers::client();
+
+    let decision = tokio::select! {
+        d = decide_loop(&s, &shared, &http_client) => d?,
+        _ = term.recv() => {
+            tracing::info!("stop asked for before the server started");
+            return Ok(());
+        }
+    };
+    let (replica_of, set_aside) = match &decision {
+        Decision::Replica {
+            master, set_aside, ..
+        } => (Some(master.clone()), *set_aside),
+        _ => (None, false),
+    };
+    if set_aside {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let dest = state::set_aside(&s.data_dir, now)?;
+        tracing::warn!(kept = %dest.display(), "this pod's dataset holds writes its new primary does not; it was moved aside before syncing");
+    }
+    let conf_path = conf::data_conf_path(&s.run_dir);
+    conf::write_private(
+        &conf_path,
+        &conf::data_conf(&DataConf {
+            base: &s.config_dir.join("redis.conf"),
+            port: s.port,
+            password: &s.password,
+            announce: &s.host,
+            server_args: &s.server_args,
+            replica_of: replica_of.as_deref().map(|m| (m, s.port)),
+            bind: s.bind.as_deref(),
+        }),
+    )?;
+    // The record keeps the dataset's history; a replica that set its data aside starts afresh.
+    let mut st = state::load(&s.data_dir)?
+        .filter(|_| !set_aside && dataset.present)
+        .unwrap_or_default();
+    st.role = Some(if replica_of.is_some() {
+        Role::Replica
+    } else {
+        Role::Primary
+    });
+    state::save(&s.data_dir, &st)?;
+    let mut child = Command::new(&s.server_bin)
+        .arg(&conf_path)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io(format!("starting {}", s.server_bin.display())))?;
+    tracing::info!(decision = ?decision, "server started");
+
+    let outcome = tokio::select! {
+        r = supervise(&s, &shared, &http_client, &mut st) => r,
+        status = child.wait() => Err(Error::ServerExited(match status {
+            Ok(st) => st.to_string(),
+            Err(e) => e.to_string(),
+        })),
+        _ = term.recv() => Ok(()),
+    };
+    http.abort();
+    outcome?;
+    stop(&s, &shared, &mut st, &mut child).await
+}
+
+async fn observe(
+    s: &Settings,
+    client: &reqwest::Client,
+    started: Instant,
+    refused: bool,
+) -> Result<Observation> {
+    let members: Members = s.members()?;
+    let me = Report {
+        host: s.host.clone(),
+        ordinal: s.ordinal,
+        dataset: state::dataset(&s.data_dir)?,
+        lineage: None,
+        phase: Phase::Deciding,
+    };
+    let peers: Vec<Peer> = peers::fetch_all(client, &members.data, &s.host, s.manager_port).await;
+    let sentinels: Vec<SentinelAnswer> = client::sentinel_masters(
+        &members.sentinels,
+        s.sentinel_port,
+        &s.password,
+        &members.master_name,
+    )
+    .await;
+    Ok(Observation {
+        me,
+        peers,
+        sentinels,
+        waited: started.elapsed(),
+        grace: s.grace,
+        handover_refused: refused,
+    })
+}
+
+async fn decide_loop(s: &Settings, shared: &Shared, client: &reqwest::Client) -> Result<Decision> {
+    let started = Instant::now();
+    let mut refused = false;
+    let mut last_reason = String::new();
+    loop {
+        let o = observe(s, client, started, refused).await?;
+        match decide::decide(&o) {
+            Decision::Wait { reason } => {
+                if reason != last_reason {
+                    tracing::warn!(%reason, "not starting the server yet");
+                    last_reason.clone_from(&reason);
+                }
+                shared.set_ready(false, &reason).await;
+                if let Some(r) = shared.report.write().await.as_mut() {
+                    r.phase = Phase::Waiting { reason };
+                }
+                tokio::time::sleep(DECIDE_EVERY).await;
+            }
+            Decision::HandOver { why } => {
+                tracing::info!(%why, "asking the sentinels to hand the primary role to a replica");
+                let members = s.members()?;
+                match switchover::sentinel_failover(s, &members, None).await {
+                    Ok(new) => tracing::info!(primary = %new, "the sentinels handed the role over"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the hand-over did not happen; deciding without it");
+                        refused = true;
+                    }
+                }
+            }
+            d => {
+                tracing::info!(decision = ?d, "decided");
+                return Ok(d);
+            }
+        }
+    }
+}
+
+/// Observes the running server until it fails: the record, the report, readiness, and (on a
+/// primary) the sentinels.
+async fn supervise(
+    s: &Settings,
+    shared: &Shared,
+    client: &reqwest::Client,
+    st: &mut State,
+) -> Result<()> {
+    let mut con = None;
+    let mut primary_since: Option<Instant> = None;
+    let mut last_claim = Instant::now();
+    let mut last_save = Instant::now();
+    loop {
+        tokio::time::sleep(OBSERVE_EVERY).await;
+        if con.is_none() {
+            con = client::connect(local(s), s.port, &s.password).await.ok();
+        }
+        let Some(c) = con.as_mut() else {
+            shared
+                .set_ready(false, "the server does not accept connections yet")
+                .await;
+            continue;
+        };
+        let rep = match c.replication().await {
+            Ok(r) => r,
+            Err(e) => {
+                // LOADING while a large dataset loads, or a dropped connection.
+                shared.set_ready(false, &e.to_string()).await;
+                con = None;
+                continue;
+            }
+        };
+        record(s, st, &rep, &mut last_save)?;
+        let role = if rep.is_master {
+            Role::Primary
+        } else {
+            Role::Replica
+        };
+        let ready = rep.is_master || (rep.link_up && !rep.syncing);
+        shared
+            .set_ready(ready, "the replica's link to its primary is not up")
+            .await;
+        if let Some(r) = shared.report.write().await.as_mut() {
+            r.lineage = Some(st.lineage.clone());
+            r.phase = Phase::Running {
+                role,
+                master: rep.master_host.clone(),
+                link_up: rep.link_up,
+            };
+        }
+        if rep.is_master {
+            let since = *primary_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= SETTLED && last_claim.elapsed() >= Duration::from_secs(5) {
+                last_claim = Instant::now();
+                let members = s.members()?;
+                switchover::correct_sentinels(s, &members, client).await;
+            }
+        } else {
+            primary_since = None;
+        }
+    }
+}
+
+/// Updates the record from what the server says; saved at most once a second, and whenever the
+/// history or role changes.
+fn record(s: &Settings, st: &mut State, rep: &Replication, last_save: &mut Instant) -> Result<()> {
+    let role = Some(if rep.is_master {
+        Role::Primary
+    } else {
+        Role::Replica
+    });
+    let mut changed = st.role != role;
+    st.role = role;
+    // A replica that is not in sync reports its own id (a random one after a start from the
+    // AOF): recording it would claim a history nobody else shares. In sync, it carries its
+    // primary's id.
+    if !rep.is_master && (rep.syncing || !rep.link_up) {
+        if changed {
+            state::save(&s.data_dir, st)?;
+        }
+        return Ok(());
+    }
+    if let Some(live) = LiveIdentity::from_info(&rep.text) {
+        let before = st.lineage.entries.len();
+        let moved = st.lineage.observe(&live);
+        changed |= st.lineage.entries.len() != before;
+        if changed || (moved && last_save.elapsed() >= OBSERVE_EVERY) {
+            state::save(&s.data_dir, st)?;
+            *last_save = Instant::now();
+        }
+    } else if changed {
+        state::save(&s.data_dir, st)?;
+    }
+    Ok(())
+}
+
+/// A planned stop: a primary hands its role to a caught-up replica first; then the server shuts
+/// down (saving its RDB and syncing its AOF), and the record is written last.
+async fn stop(s: &Settings, shared: &Shared, st: &mut State, child: &mut Child) -> Result<()> {
+    if let Some(r) = shared.report.write().await.as_mut() {
+        r.phase = Phase::Stopping;
+    }
+    shared.set_ready(false, "stopping").await;
+    let mut con = client::connect(local(s), s.port, &s.password).await.ok();
+    if let Some(c) = con.as_mut()
+        && let Ok(rep) = c.replication().await
+    {
+        if rep.is_master && !rep.replicas.is_empty() {
+            match s.members() {
+                Ok(m) if !m.sentinels.is_empty() => match switchover::hand_over(s, &m, c).await {
+                    Ok(to) => {
+                        tracing::info!(primary = %to, "handed the primary role over before stopping")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not hand the primary role over; stopping anyway")
+                    }
+                },
+                _ => {}
+            }
+        }
+        let mut last = Instant::now() - OBSERVE_EVERY;
+        if let Ok(rep) = c.replication().await {
+            record(s, st, &rep, &mut last)?;
+        }
+        // SHUTDOWN saves the RDB and syncs the AOF; the connection then drops, so its reply is
+        // an error by design.
+        let _: Result<()> = c.run(&redis::cmd("SHUTDOWN")).await;
+    }
+    match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
+        Ok(Ok(status)) => tracing::info!(%status, "server stopped"),
+        _ => {
+            tracing::warn!("server did not stop in 20s; killing it");
+            let _ = child.start_kill();
+        }
+    }
+    state::save(&s.data_dir, st)?;
+    Ok(())
+}
+
+fn local(s: &Settings) -> &str {
+    s.bind.as_deref().unwrap_or("127.0.0.1")
+}
+
+/// The lineage a peer is known to hold, for messages.
+pub fn holds(l: Option<&Lineage>) -> String {
+    l.and_then(Lineage::head)
+        .map(|h| format!("{}:{}", h.id, h.offset))
+        .unwrap_or_else(|| "nothing recorded".into())
+}
