@@ -58,6 +58,7 @@ pub fn run(args: CiArgs) -> Result<()> {
         ("smoke", 2),
         ("crds", 2),
         ("cluster", 1),
+        ("durability", 2),
         ("restore", 1),
         ("s3", 1),
     ]

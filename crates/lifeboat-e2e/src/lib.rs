@@ -10,6 +10,7 @@
 pub mod lifeboat;
 pub mod s3;
 pub mod scenario;
+pub mod writer;
 
 use std::fmt::Write as _;
 use std::future::Future;

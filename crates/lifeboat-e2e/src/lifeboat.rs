@@ -10,7 +10,7 @@ use kube::api::ListParams;
 use lifeboat_api::{Cluster, ClusterPhase};
 use serde_json::{Value, json};
 
-use crate::{TestNamespace, exec, poll};
+use crate::{ExecOutput, TestNamespace, exec, poll};
 
 /// Long enough for a replication Cluster (2 data pods, 3 sentinels) to start on 2 cores.
 pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(300);
@@ -122,10 +122,16 @@ pub async fn redis_cli(pods: &Api<Pod>, pod: &str, args: &str) -> Result<String>
     Ok(out.stdout)
 }
 
-/// Runs `redis-cli` against a sentinel pod.
+/// Runs `redis-cli` against a sentinel pod, with the pod's `REDIS_PASSWORD`. A sentinel that has
+/// no password refuses AUTH, and is asked again without one, so this works before and after
+/// sentinels require the password.
 pub async fn sentinel_cli(pods: &Api<Pod>, pod: &str, args: &str) -> Result<String> {
-    let cmd = format!("redis-cli -p 26379 {args}");
-    let out = exec(pods, pod, &["sh", "-c", &cmd]).await?;
+    let cmd = format!("REDISCLI_AUTH=\"$REDIS_PASSWORD\" redis-cli -p 26379 {args}");
+    let mut out = exec(pods, pod, &["sh", "-c", &cmd]).await?;
+    if auth_refused(&out) {
+        let cmd = format!("redis-cli -p 26379 {args}");
+        out = exec(pods, pod, &["sh", "-c", &cmd]).await?;
+    }
     if !out.success {
         bail!(
             "sentinel {args} in {pod} failed ({}): {}",
@@ -134,6 +140,14 @@ pub async fn sentinel_cli(pods: &Api<Pod>, pod: &str, args: &str) -> Result<Stri
         );
     }
     Ok(out.stdout)
+}
+
+/// Whether redis-cli's AUTH was refused because the server has no password to check.
+fn auth_refused(out: &ExecOutput) -> bool {
+    // Redis 6 and later, and the older wording.
+    [&out.stdout, &out.stderr]
+        .iter()
+        .any(|t| t.contains("without any password configured") || t.contains("no password is set"))
 }
 
 /// A field of `INFO` output.
