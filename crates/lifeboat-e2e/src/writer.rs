@@ -645,18 +645,27 @@ pub const GRAPH: &str = "social";
 /// Nodes of [`GRAPH`].
 pub const GRAPH_NODES: i64 = 100;
 
-/// Creates [`GRAPH_NODES`] nodes in [`GRAPH`] on the primary and waits until a replica holds
-/// them, so that the graph is data a failover must keep.
-pub async fn write_graph(ns: &TestNamespace, cluster: &str) -> Result<()> {
+/// The data pods and a connection to the one labelled primary.
+async fn primary_connection(
+    ns: &TestNamespace,
+    cluster: &str,
+) -> Result<(DataPods, redis::aio::MultiplexedConnection)> {
     let password = password(ns, cluster).await?;
     let pods = data_pods(ns, cluster).await?;
     let ip = pods
         .ips
         .get(&pods.primary)
         .with_context(|| format!("no IP for {}", pods.primary))?;
-    let mut c = connect(ip, &password)
+    let c = connect(ip, &password)
         .await
         .with_context(|| format!("connecting to the primary {}", pods.primary))?;
+    Ok((pods, c))
+}
+
+/// Creates [`GRAPH_NODES`] nodes in [`GRAPH`] on the primary and waits until a replica holds
+/// them, so that the graph is data a failover must keep.
+pub async fn write_graph(ns: &TestNamespace, cluster: &str) -> Result<()> {
+    let (pods, mut c) = primary_connection(ns, cluster).await?;
     let _: redis::Value = redis::cmd("GRAPH.QUERY")
         .arg(GRAPH)
         .arg(format!(
@@ -681,15 +690,7 @@ pub async fn write_graph(ns: &TestNamespace, cluster: &str) -> Result<()> {
 
 /// The number of nodes in [`GRAPH`] on the pod labelled primary.
 pub async fn graph_nodes(ns: &TestNamespace, cluster: &str) -> Result<i64> {
-    let password = password(ns, cluster).await?;
-    let pods = data_pods(ns, cluster).await?;
-    let ip = pods
-        .ips
-        .get(&pods.primary)
-        .with_context(|| format!("no IP for {}", pods.primary))?;
-    let mut c = connect(ip, &password)
-        .await
-        .with_context(|| format!("connecting to the primary {}", pods.primary))?;
+    let (pods, mut c) = primary_connection(ns, cluster).await?;
     let reply: redis::Value = redis::cmd("GRAPH.RO_QUERY")
         .arg(GRAPH)
         .arg("MATCH (n:P) RETURN count(n)")

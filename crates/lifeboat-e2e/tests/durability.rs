@@ -452,3 +452,90 @@ async fn durability_every_sentinel_restarted() -> Result<()> {
 async fn durability_primary_pod_deleted_three_data_pods() -> Result<()> {
     scenario("dur-primary-3", Fault::PrimaryPod, 3).await
 }
+
+/// Every data volume lost, then every pod: no copy of the data survives, so the Cluster must not
+/// come back `Running` over empty volumes. It says which pods wait and why, in its status and an
+/// event, and no data pod is Ready.
+#[tokio::test]
+async fn durability_every_data_volume_lost_is_not_running_and_says_why() -> Result<()> {
+    in_namespace("dur-all-disks", |ns| async move {
+        create_cluster(&ns, falkordb_cluster(CLUSTER, "Delete", 2)).await?;
+        wait_phase(&ns, CLUSTER, ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        writer::write_graph(&ns, CLUSTER).await?;
+        let pods: Api<Pod> = ns.api();
+        let pvcs: Api<PersistentVolumeClaim> = ns.api();
+        for i in 0..2 {
+            pvcs.delete(
+                &format!("data-{CLUSTER}-{DATA}-{i}"),
+                &DeleteParams::default(),
+            )
+            .await?;
+        }
+        delete_all(&pods, &selector(None)).await?;
+        let clusters: Api<Cluster> = ns.api();
+        let message = poll(
+            "the Cluster to say its data pods wait over empty volumes",
+            Duration::from_secs(240),
+            || async {
+                let c = clusters.get(CLUSTER).await?;
+                let msg = c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.message.clone())
+                    .unwrap_or_default();
+                Ok(
+                    if msg.contains("does not start its server") && msg.contains("empty volume") {
+                        Ok((c.status.and_then(|s| s.phase), msg))
+                    } else {
+                        Err(cluster_summary(&c))
+                    },
+                )
+            },
+        )
+        .await?;
+        ensure!(
+            message.0 != Some(ClusterPhase::Running),
+            "the Cluster reads Running over empty volumes: {}",
+            message.1
+        );
+        ensure!(
+            message.1.contains(&format!("{CLUSTER}-{DATA}-0"))
+                || message.1.contains(&format!("{CLUSTER}-{DATA}-1")),
+            "the message names no pod: {}",
+            message.1
+        );
+        // A bounded look: during 15 s the Cluster never turns Running and no data pod is Ready.
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            let c = clusters.get(CLUSTER).await?;
+            ensure!(
+                c.status.as_ref().and_then(|s| s.phase) != Some(ClusterPhase::Running),
+                "the Cluster turned Running: {}",
+                cluster_summary(&c)
+            );
+            for p in component_pods(&ns, CLUSTER, DATA).await? {
+                ensure!(
+                    !ready(&p),
+                    "data pod is Ready over an empty volume: {}",
+                    pod_summary(&p)
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let events: Api<k8s_openapi::api::core::v1::Event> = ns.api();
+        let waiting = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("WaitingForData"))
+            .count();
+        ensure!(waiting > 0, "no WaitingForData event was published");
+        eprintln!(
+            "every data volume lost: phase {:?}, message: {}",
+            message.0, message.1
+        );
+        Ok(())
+    })
+    .await
+}

@@ -4,8 +4,6 @@
 //! only way to compare datasets across a full restart. It lives beside the data, is written
 //! atomically (a temporary file renamed over it), and is readable by the owner only.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -45,22 +43,8 @@ pub fn load(data: &Path) -> Result<Option<State>> {
 
 /// Writes the record atomically.
 pub fn save(data: &Path, st: &State) -> Result<()> {
-    let dir = data.join(DIR);
-    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-    let tmp = dir.join(format!("{FILE}.tmp"));
-    let text = serde_json::to_vec(st).unwrap_or_default();
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(format!("writing {}", tmp.display())))?;
-    f.write_all(&text)
-        .and_then(|()| f.sync_all())
-        .map_err(io(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, path(data)).map_err(io(format!("renaming {}", tmp.display())))?;
-    Ok(())
+    let text = serde_json::to_string(st).unwrap_or_default();
+    crate::conf::write_private(&path(data), &text)
 }
 
 /// Whether the volume holds a dataset: an RDB or a non-empty AOF directory.

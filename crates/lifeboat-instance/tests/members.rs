@@ -190,6 +190,13 @@ impl Member {
         self.child = Some(child);
     }
 
+    /// Replaces the member's volume with an empty one, as a lost disk does.
+    fn lose_volume(&self) {
+        let vol = self.root.join("data");
+        std::fs::remove_dir_all(&vol).expect("wipe");
+        std::fs::create_dir_all(&vol).expect("mkdir");
+    }
+
     fn signal_term(&mut self) {
         if let Some(c) = &self.child {
             let _ = Command::new("kill")
@@ -435,25 +442,31 @@ fn data_ips(bed: &Bed) -> Vec<String> {
     bed.data.iter().map(|m| m.ip.clone()).collect()
 }
 
+/// Starts a writer and waits until it has `n` writes acknowledged by a replica.
+fn writing(bed: &Bed, prefix: &'static str, n: usize) -> Writer {
+    let w = Writer::start(data_ips(bed), prefix);
+    poll(
+        bed,
+        "the writer to acknowledge writes",
+        Duration::from_secs(30),
+        || {
+            let got = w.acked.lock().map(|a| a.len()).unwrap_or(0);
+            if got >= n {
+                Ok(())
+            } else {
+                Err(format!("{got} acknowledged"))
+            }
+        },
+    );
+    w
+}
+
 #[test]
 fn a_planned_stop_of_the_primary_hands_over_first_and_loses_no_acknowledged_write() {
     let mut bed = Bed::new(31, 2);
     bed.start_all();
     let p = settled(&bed);
-    let w = Writer::start(data_ips(&bed), "planned");
-    poll(
-        &bed,
-        "the writer to acknowledge writes",
-        Duration::from_secs(30),
-        || {
-            let n = w.acked.lock().map(|a| a.len()).unwrap_or(0);
-            if n >= 20 {
-                Ok(())
-            } else {
-                Err(format!("{n} acknowledged"))
-            }
-        },
-    );
+    let w = writing(&bed, "planned", 20);
     let stopped = Instant::now();
     bed.data[p].signal_term();
     bed.data[p].wait_exit(Duration::from_secs(60));
@@ -494,26 +507,11 @@ fn the_member_with_data_wins_a_cold_start_after_the_primarys_volume_is_lost() {
     let mut bed = Bed::new(32, 2);
     bed.start_all();
     let p = settled(&bed);
-    let w = Writer::start(data_ips(&bed), "cold");
-    poll(
-        &bed,
-        "the writer to acknowledge writes",
-        Duration::from_secs(30),
-        || {
-            let n = w.acked.lock().map(|a| a.len()).unwrap_or(0);
-            if n >= 50 {
-                Ok(())
-            } else {
-                Err(format!("{n} acknowledged"))
-            }
-        },
-    );
+    let w = writing(&bed, "cold", 50);
     let (attempted, acked) = w.finish();
     bed.stop_all();
     // The primary's volume is replaced by an empty one; the sentinels' files still name it.
-    let vol = bed.data[p].root.join("data");
-    std::fs::remove_dir_all(&vol).expect("wipe");
-    std::fs::create_dir_all(&vol).expect("mkdir");
+    bed.data[p].lose_volume();
     bed.start_all();
     let p2 = settled(&bed);
     assert_ne!(
@@ -548,25 +546,10 @@ fn an_empty_member_never_starts_while_the_member_with_data_is_away() {
     let mut bed = Bed::new(33, 2);
     bed.start_all();
     let p = settled(&bed);
-    let w = Writer::start(data_ips(&bed), "away");
-    poll(
-        &bed,
-        "the writer to acknowledge writes",
-        Duration::from_secs(30),
-        || {
-            let n = w.acked.lock().map(|a| a.len()).unwrap_or(0);
-            if n >= 10 {
-                Ok(())
-            } else {
-                Err(format!("{n} acknowledged"))
-            }
-        },
-    );
+    let w = writing(&bed, "away", 10);
     w.finish();
     bed.stop_all();
-    let vol = bed.data[p].root.join("data");
-    std::fs::remove_dir_all(&vol).expect("wipe");
-    std::fs::create_dir_all(&vol).expect("mkdir");
+    bed.data[p].lose_volume();
     // Only the emptied member and the sentinels come back.
     bed.start(&[
         ("sentinel", 0),

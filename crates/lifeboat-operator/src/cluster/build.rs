@@ -604,6 +604,17 @@ mod tests {
     use crate::cluster::test_support::field_report_cluster;
     use crate::cluster::validate::validate;
 
+    fn input<'a>(c: &'a Cluster, v: &'a ValidCluster, gate: bool) -> BuildInput<'a> {
+        BuildInput {
+            cluster: c,
+            valid: v,
+            image: "img",
+            manager_image: "mgr",
+            domain: "cluster.local",
+            restore_gate: gate,
+        }
+    }
+
     fn built(gate: bool) -> (Cluster, ValidCluster) {
         let c = field_report_cluster();
         let v = validate(&c).expect("valid");
@@ -614,14 +625,7 @@ mod tests {
     #[test]
     fn statefulset_pvcs_get_the_names_restores_write_into() {
         let (c, v) = built(false);
-        let input = BuildInput {
-            cluster: &c,
-            valid: &v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: false,
-        };
+        let input = input(&c, &v, false);
         let data = v.data().expect("data");
         let sts = statefulset(&input, data);
         let spec = sts.spec.expect("spec");
@@ -644,14 +648,7 @@ mod tests {
     #[test]
     fn restoring_data_pods_are_gated_and_sentinels_are_not() {
         let (c, v) = built(true);
-        let input = BuildInput {
-            cluster: &c,
-            valid: &v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: true,
-        };
+        let input = input(&c, &v, true);
         let gates = |comp: &ValidComponent| {
             statefulset(&input, comp)
                 .spec
@@ -671,14 +668,7 @@ mod tests {
     #[test]
     fn client_service_selects_the_primary_only() {
         let (c, v) = built(false);
-        let input = BuildInput {
-            cluster: &c,
-            valid: &v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: false,
-        };
+        let input = input(&c, &v, false);
         let svc = client_service(&input, v.data().expect("data"));
         let sel = svc.spec.and_then(|s| s.selector).expect("selector");
         assert_eq!(sel.get(labels::ROLE).map(String::as_str), Some("primary"));
@@ -689,14 +679,7 @@ mod tests {
     }
 
     fn data_pod(c: &Cluster, v: &ValidCluster) -> PodSpec {
-        let input = BuildInput {
-            cluster: c,
-            valid: v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: false,
-        };
+        let input = input(c, v, false);
         statefulset(&input, v.data().expect("data"))
             .spec
             .and_then(|s| s.template.spec)
@@ -725,17 +708,7 @@ mod tests {
         }
         assert_eq!(pod.automount_service_account_token, Some(false));
         assert_eq!(pod.termination_grace_period_seconds, Some(60));
-        let cm = config_map(
-            &BuildInput {
-                cluster: &c,
-                valid: &v,
-                image: "img",
-                manager_image: "mgr",
-                domain: "cluster.local",
-                restore_gate: false,
-            },
-            v.data().expect("data"),
-        );
+        let cm = config_map(&input(&c, &v, false), v.data().expect("data"));
         let members: serde_json::Value =
             serde_json::from_str(&cm.data.as_ref().expect("data")[MEMBERS_FILE]).expect("json");
         assert_eq!(members["data"].as_array().map(Vec::len), Some(2));
@@ -750,14 +723,7 @@ mod tests {
         c2.spec.component_specs[0].replicas += 1;
         let v2 = validate(&c2).expect("valid");
         let hash = |c: &Cluster, v: &ValidCluster| {
-            let input = BuildInput {
-                cluster: c,
-                valid: v,
-                image: "img",
-                manager_image: "mgr",
-                domain: "cluster.local",
-                restore_gate: false,
-            };
+            let input = input(c, v, false);
             config_hash(&config_map(&input, v.data().expect("data")))
         };
         assert_eq!(hash(&c, &v), hash(&c2, &v2));
@@ -794,14 +760,7 @@ mod tests {
     #[test]
     fn every_object_is_owned_by_the_cluster() {
         let (c, v) = built(false);
-        let input = BuildInput {
-            cluster: &c,
-            valid: &v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: false,
-        };
+        let input = input(&c, &v, false);
         let comp = v.data().expect("data");
         for meta in [
             statefulset(&input, comp).metadata,
@@ -820,14 +779,7 @@ mod tests {
     #[test]
     fn claim_templates_carry_the_uid_only_where_the_statefulset_already_does() {
         let (c, v) = built(false);
-        let input = BuildInput {
-            cluster: &c,
-            valid: &v,
-            image: "img",
-            manager_image: "mgr",
-            domain: "cluster.local",
-            restore_gate: false,
-        };
+        let input = input(&c, &v, false);
         let data = v.data().expect("data");
         let uid_of = |s: &StatefulSet| -> Vec<Option<String>> {
             s.spec
