@@ -53,6 +53,9 @@ async fn main() -> ExitCode {
         .with_target(false)
         .init();
     let cli = Cli::parse();
+    // Everything the manager and its servers write is the pod user's alone: the sentinel rewrites
+    // its file (which holds the password) with 0644 & !umask, and data files hold the dataset.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let r: anyhow::Result<()> = match cli.command {
         Cmd::Install { dir } => install(&dir),
         Cmd::Data => match Settings::from_env() {
