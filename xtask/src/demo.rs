@@ -14,18 +14,23 @@ pub fn run() -> Result<()> {
     stage("testbed up", testbed::up)?;
     stage("testbed images", testbed::images)?;
     deploy::operator()?;
-    stage("field report scenario", || {
-        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args([
-            "run",
-            "--quiet",
-            "-p",
-            "lifeboat-e2e",
-            "--bin",
-            "lifeboat-demo",
-        ])
-        .env("KUBECONFIG", testbed::kubeconfig_path())
-        .current_dir(workspace_root());
-        status(&mut c)
-    })
+    stage("field report scenario", scenario)
+}
+
+/// The scenario alone, on a bed with Lifeboat deployed. It replaces the clusters a previous run
+/// left and leaves its own running, and marks no BackupRepo default, so it can run any number of
+/// times and before or after the e2e tiers; `cargo xtask ci` runs it before them.
+pub fn scenario() -> Result<()> {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args([
+        "run",
+        "--quiet",
+        "-p",
+        "lifeboat-e2e",
+        "--bin",
+        "lifeboat-demo",
+    ])
+    .env("KUBECONFIG", testbed::kubeconfig_path())
+    .current_dir(workspace_root());
+    status(&mut c)
 }

@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, RestorePhase};
-use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, ClusterPhase, Restore};
+use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, ClusterPhase, Restore, labels};
 use serde_json::{Value, json};
 
 use crate::lifeboat::*;
@@ -24,33 +24,31 @@ pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a restore may take on the bed.
 pub const RESTORE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Creates (or keeps) a cluster-scoped `pvc` BackupRepo and waits until it is Ready.
+/// Creates (or keeps) a cluster-scoped `pvc` BackupRepo and waits until it is Ready. The repo is
+/// not marked default: Backups that use it name it in their BackupPolicy, so that what they do
+/// does not depend on which other repos the bed holds. An existing repo of this name that is
+/// marked default (by an older run, or a test killed while it owned the default) is unmarked.
 pub async fn pvc_repo(client: &Client, name: &str) -> Result<BackupRepo> {
     let api: Api<BackupRepo> = Api::all(client.clone());
-    if api.get_opt(name).await?.is_none() {
-        let repo: BackupRepo = serde_json::from_value(json!({
-            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
-            "kind": "BackupRepo",
-            "metadata": {"name": name, "annotations": {"dataprotection.kubeblocks.io/is-default-repo": "true"}},
-            "spec": {
-                "storageProviderRef": "pvc",
-                "pvReclaimPolicy": "Delete",
-                "volumeCapacity": "5Gi",
-                "config": {"accessMode": "ReadWriteOnce"}
-            }
-        }))?;
-        api.create(&PostParams::default(), &repo)
-            .await
-            .context("creating the BackupRepo")?;
-    } else {
-        let patch = json!({"metadata": {"annotations": {"dataprotection.kubeblocks.io/is-default-repo": "true"}}});
-        api.patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .context("marking the BackupRepo default")?;
+    match api.get_opt(name).await? {
+        None => {
+            let repo: BackupRepo = serde_json::from_value(json!({
+                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+                "kind": "BackupRepo",
+                "metadata": {"name": name},
+                "spec": {
+                    "storageProviderRef": "pvc",
+                    "pvReclaimPolicy": "Delete",
+                    "volumeCapacity": "5Gi",
+                    "config": {"accessMode": "ReadWriteOnce"}
+                }
+            }))?;
+            api.create(&PostParams::default(), &repo)
+                .await
+                .with_context(|| format!("creating BackupRepo {name}"))?;
+        }
+        Some(r) if is_marked_default(&r) => set_default(client, name, false).await?,
+        Some(_) => {}
     }
     poll(
         &format!("BackupRepo {name} to be Ready"),
@@ -69,6 +67,94 @@ pub async fn pvc_repo(client: &Client, name: &str) -> Result<BackupRepo> {
         },
     )
     .await
+}
+
+/// Whether BackupRepo `r` carries the default-repo annotation.
+pub fn is_marked_default(r: &BackupRepo) -> bool {
+    r.annotations()
+        .get(labels::DEFAULT_REPO)
+        .map(String::as_str)
+        == Some("true")
+}
+
+/// Marks BackupRepo `name` default, or removes the mark.
+pub async fn set_default(client: &Client, name: &str, on: bool) -> Result<()> {
+    let api: Api<BackupRepo> = Api::all(client.clone());
+    // A JSON merge patch with null removes the annotation rather than leaving "false" behind.
+    let value = if on { json!("true") } else { Value::Null };
+    let patch = json!({"metadata": {"annotations": {(labels::DEFAULT_REPO): value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| {
+            format!(
+                "{} BackupRepo {name}",
+                if on {
+                    "marking default"
+                } else {
+                    "unmarking default"
+                }
+            )
+        })?;
+    Ok(())
+}
+
+/// The BackupRepos marked default, by name.
+pub async fn default_repos(client: &Client) -> Result<Vec<String>> {
+    let api: Api<BackupRepo> = Api::all(client.clone());
+    let mut names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .context("listing BackupRepos")?
+        .items
+        .iter()
+        .filter(|r| is_marked_default(r))
+        .map(|r| r.name_any())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The default repo, held by a test for its duration. Taking it fails, naming them, when another
+/// repo is marked default: the test cannot know whose that is, and unmarking it would change a
+/// bed it does not own. Call [`OwnedDefault::release`] on every path out of the test.
+pub struct OwnedDefault {
+    client: Client,
+    name: String,
+}
+
+impl OwnedDefault {
+    /// Marks `name` (a repo the test owns) default, after checking no other repo is.
+    pub async fn take(client: &Client, name: &str) -> Result<Self> {
+        let others: Vec<String> = default_repos(client)
+            .await?
+            .into_iter()
+            .filter(|n| n != name)
+            .collect();
+        ensure!(
+            others.is_empty(),
+            "this test needs to own the default BackupRepo, but {} marked default; unmark it ({}) or run the test on a bed without one",
+            if others.len() == 1 {
+                format!("BackupRepo {} is", others[0])
+            } else {
+                format!("BackupRepos {} are", others.join(", "))
+            },
+            format_args!(
+                "kubectl annotate backuprepo {} {}-",
+                others.join(" "),
+                labels::DEFAULT_REPO
+            )
+        );
+        set_default(client, name, true).await?;
+        Ok(Self {
+            client: client.clone(),
+            name: name.to_owned(),
+        })
+    }
+
+    /// Removes the mark again.
+    pub async fn release(self) -> Result<()> {
+        set_default(&self.client, &self.name, false).await
+    }
 }
 
 /// What a test wrote, to compare after the restore.
@@ -195,15 +281,27 @@ pub fn ensure_backup_holds(b: &Backup, written: &Written) -> Result<()> {
     Ok(())
 }
 
-/// Takes a `datafile` Backup of `cluster` and waits until it is Completed.
-pub async fn backup(ns: &TestNamespace, cluster: &str, name: &str) -> Result<Backup> {
-    backup_with(
-        ns,
-        name,
-        &format!("{cluster}-falkordb-backup-policy"),
-        "Delete",
-    )
-    .await
+/// The name of the BackupPolicy [`backup`] makes for `cluster`'s Backups into `repo`.
+pub fn repo_policy(cluster: &str, repo: &str) -> String {
+    format!("{cluster}-to-{repo}")
+}
+
+/// Takes a `datafile` Backup of `cluster` into BackupRepo `repo` and waits until it is
+/// Completed. The repo is named in a BackupPolicy of its own, `<cluster>-to-<repo>` (made on first
+/// use), rather than left to whichever repo is the default; the Backup must record that repo.
+pub async fn backup(ns: &TestNamespace, cluster: &str, name: &str, repo: &str) -> Result<Backup> {
+    let policy = repo_policy(cluster, repo);
+    let policies: Api<BackupPolicy> = ns.api();
+    if policies.get_opt(&policy).await?.is_none() {
+        policy_for_repo(ns, cluster, &policy, repo).await?;
+    }
+    let b = backup_with(ns, name, &policy, "Delete").await?;
+    let recorded = b.status.as_ref().and_then(|s| s.backup_repo_name.clone());
+    ensure!(
+        recorded.as_deref() == Some(repo),
+        "Backup {name} under BackupPolicy {policy} went to BackupRepo {recorded:?}, not {repo}"
+    );
+    Ok(b)
 }
 
 /// Takes a `datafile` Backup under BackupPolicy `policy` and waits until it is Completed.

@@ -59,10 +59,10 @@ async fn source() -> Result<&'static Source> {
             create_cluster(&ns, falkordb_cluster("empty", "Delete", 2)).await?;
             wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
             let written = write_dataset(&ns, "fdb", 2000, 64).await?;
-            let b = backup(&ns, "fdb", BACKUP).await?;
+            let b = backup(&ns, "fdb", BACKUP, REPO).await?;
             ensure_backup_holds(&b, &written)?;
             wait_phase(&ns, "empty", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
-            backup(&ns, "empty", EMPTY_BACKUP).await?;
+            backup(&ns, "empty", EMPTY_BACKUP, REPO).await?;
             Ok(Source { written })
         })
         .await
@@ -538,8 +538,9 @@ async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result
         client: client.clone(),
         name: SOURCE_NS.into(),
     };
-    // A backup of its own: corrupting the shared one would break the other tests.
-    let b = backup(&src, "fdb", "to-corrupt").await?;
+    // A backup of its own: corrupting the shared one would break the other tests. It is in REPO,
+    // whose volume the corrupter mounts.
+    let b = backup(&src, "fdb", "to-corrupt", REPO).await?;
     let repo_name = b
         .status
         .and_then(|s| s.dataset)
@@ -711,15 +712,8 @@ async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> R
         )
         .await?;
         let policies: Api<lifeboat_api::BackupPolicy> = ns.api();
-        poll("the restoring Cluster's BackupPolicy", Duration::from_secs(60), || async {
-            Ok(policies
-                .get_opt("r-bwait-falkordb-backup-policy")
-                .await?
-                .map(|_| ())
-                .ok_or_else(|| "not created yet".to_string()))
-        })
-        .await?;
-        create_backup(&ns, "r-bwait-backup", "r-bwait-falkordb-backup-policy", "Delete").await?;
+        policy_for_repo(&ns, "r-bwait", "r-bwait-to-e2e-repo", REPO).await?;
+        create_backup(&ns, "r-bwait-backup", "r-bwait-to-e2e-repo", "Delete").await?;
         let backups: Api<Backup> = ns.api();
         let restores: Api<Restore> = ns.api();
         let waiting = poll("the Backup to say it waits for the restore", Duration::from_secs(60), || async {
@@ -765,6 +759,7 @@ async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> R
         }
         .await;
         let _ = backups.delete("r-bwait-backup", &DeleteParams::default()).await;
+        let _ = policies.delete("r-bwait-to-e2e-repo", &DeleteParams::default()).await;
         let lies = watcher.finish();
         outcome?;
         lies
@@ -807,7 +802,7 @@ async fn backup_job_that_cannot_be_scheduled_fails_within_its_deadline() -> Resu
                 "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
                 "kind": "Backup",
                 "metadata": {"name": "unsched-backup", "annotations": {"lifeboat.io/backup-deadline": "40s"}},
-                "spec": {"backupPolicyName": "fdb-falkordb-backup-policy", "backupMethod": "datafile"}
+                "spec": {"backupPolicyName": repo_policy("fdb", REPO), "backupMethod": "datafile"}
             }))
             .await?;
             let started = std::time::Instant::now();
@@ -862,7 +857,8 @@ async fn backup_job_that_keeps_failing_ends_failed_with_the_mover_reason() -> Re
             }))
             .await?;
             policy_from_default(&ns, "fdb", "fdb-wrong-password", |spec| {
-                spec["target"]["connectionCredential"]["secretName"] = json!("fdb-wrong-password")
+                spec["target"]["connectionCredential"]["secretName"] = json!("fdb-wrong-password");
+                spec["backupRepoName"] = json!(REPO);
             })
             .await?;
             create_backup(&ns, "wrong-password-backup", "fdb-wrong-password", "Delete").await?;
@@ -899,4 +895,64 @@ async fn backup_job_that_keeps_failing_ends_failed_with_the_mover_reason() -> Re
         outcome
     })
     .await
+}
+
+#[tokio::test]
+async fn backup_through_the_default_repo_and_two_defaults_are_refused_naming_both() -> Result<()> {
+    // The one test that relies on "the default" repo: it owns the default for its duration, and
+    // fails at once, naming it, if another repo is marked default on this bed.
+    let _ = source().await?;
+    let client = client().await?;
+    let repos: Api<lifeboat_api::BackupRepo> = Api::all(client.clone());
+    let second = "lifeboat-e2e-second-default";
+    // This test's own second default, if a killed run left it behind.
+    let _ = repos.delete(second, &DeleteParams::default()).await;
+    let owned = OwnedDefault::take(&client, REPO).await?;
+    let src = TestNamespace {
+        client: client.clone(),
+        name: SOURCE_NS.into(),
+    };
+    let backups: Api<Backup> = src.api();
+    let default_policy = "fdb-falkordb-backup-policy";
+    let outcome = async {
+        // The Cluster's own policy names no repo, so the Backup goes to the default one.
+        let b = backup_with(&src, "through-default", default_policy, "Delete").await?;
+        let recorded = b.status.as_ref().and_then(|s| s.backup_repo_name.clone());
+        ensure!(
+            recorded.as_deref() == Some(REPO),
+            "a Backup under {default_policy} went to {recorded:?}, not the default {REPO}"
+        );
+        ensure_backup_holds(&b, &source().await?.written)?;
+
+        pvc_repo(&client, second).await?;
+        set_default(&client, second, true).await?;
+        create_backup(&src, "two-defaults", default_policy, "Delete").await?;
+        let b = wait_backup(
+            &src,
+            "two-defaults",
+            BackupPhase::Failed,
+            Duration::from_secs(60),
+        )
+        .await?;
+        let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
+        eprintln!("with two default repos, the Backup failed: {reason}");
+        ensure!(
+            reason.contains(REPO) && reason.contains(second) && reason.contains("default"),
+            "the reason does not name both default repos: {reason}"
+        );
+        Ok(())
+    }
+    .await;
+    for name in ["through-default", "two-defaults"] {
+        let _ = backups.delete(name, &DeleteParams::default()).await;
+    }
+    let released = owned.release().await;
+    let removed = repos.delete(second, &DeleteParams::default()).await;
+    outcome?;
+    released?;
+    match removed {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -16,6 +16,7 @@ use lifeboat_e2e::{TestNamespace, client, poll};
 use serde_json::json;
 
 const NS: &str = "lifeboat-demo";
+const REPO: &str = "lifeboat-demo-repo";
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -30,9 +31,12 @@ async fn main() -> Result<()> {
     let value = usize::try_from(env_u64("LIFEBOAT_DEMO_VALUE_BYTES", 512)).unwrap_or(512);
     let client = client().await?;
     let nss: Api<Namespace> = Api::all(client.clone());
-    if nss.get_opt(NS).await?.is_some() {
+    // A second run replaces the first one's clusters, so the demo can be run any number of times.
+    if let Some(old) = nss.get_opt(NS).await? {
         println!("removing the previous demo namespace {NS}");
-        nss.delete(NS, &DeleteParams::default()).await?;
+        if old.metadata.deletion_timestamp.is_none() {
+            nss.delete(NS, &DeleteParams::default()).await?;
+        }
         poll(
             "the old demo namespace to go",
             Duration::from_secs(300),
@@ -68,7 +72,9 @@ async fn main() -> Result<()> {
         },
     )
     .await?;
-    pvc_repo(&client, "lifeboat-demo-repo").await?;
+    // Not marked default: the bed stays neutral for anything else that runs on it (the e2e tiers
+    // after `cargo xtask demo`), and the Backup names its repo through a BackupPolicy.
+    pvc_repo(&client, REPO).await?;
 
     let t = Instant::now();
     println!("1. creating FalkorDB replication Cluster fdb (2 data pods, 3 sentinels)");
@@ -80,8 +86,10 @@ async fn main() -> Result<()> {
     let written = write_dataset(&ns, "fdb", keys, value).await?;
 
     let t = Instant::now();
-    println!("3. backing up with method datafile");
-    let b = backup(&ns, "fdb", "fdb-backup-datafile").await?;
+    println!(
+        "3. backing up with method datafile into BackupRepo {REPO} (BackupPolicy fdb-to-{REPO})"
+    );
+    let b = backup(&ns, "fdb", "fdb-backup-datafile", REPO).await?;
     ensure_backup_holds(&b, &written)?;
     let st = b.status.clone().unwrap_or_default();
     println!(

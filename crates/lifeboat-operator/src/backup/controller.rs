@@ -240,22 +240,22 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         Some(r) => repos
             .get_opt(r)
             .await
-            .map_err(Error::kube("reading", format!("BackupRepo {r}")))?,
-        None => repos
-            .list(&ListParams::default())
-            .await
-            .map_err(Error::kube("listing", "BackupRepos"))?
-            .items
-            .into_iter()
-            .find(|r| {
-                r.annotations()
-                    .get(labels::DEFAULT_REPO)
-                    .map(String::as_str)
-                    == Some("true")
+            .map_err(Error::kube("reading", format!("BackupRepo {r}")))?
+            .ok_or_else(|| {
+                format!("BackupRepo {r} of BackupPolicy {ns}/{policy_name} does not exist")
             }),
+        None => default_repo(
+            repos
+                .list(&ListParams::default())
+                .await
+                .map_err(Error::kube("listing", "BackupRepos"))?
+                .items,
+        )
+        .map_err(|e| format!("BackupPolicy {ns}/{policy_name} names no BackupRepo: {e}")),
     };
-    let Some(repo_obj) = repo_obj else {
-        return fail(ctx, b, st, format!("BackupPolicy {ns}/{policy_name} names no existing BackupRepo and there is no default repo")).await;
+    let repo_obj = match repo_obj {
+        Ok(r) => r,
+        Err(msg) => return fail(ctx, b, st, msg).await,
     };
     if repo_obj.status.as_ref().and_then(|s| s.phase) != Some(BackupRepoPhase::Ready) {
         return fail(
@@ -624,6 +624,39 @@ fn deadline_of(b: &Backup, default: Duration) -> std::result::Result<Duration, S
     }
 }
 
+/// The repo a Backup whose policy names none stores into: the one BackupRepo annotated default.
+/// With two or more, choosing by list order would put the data wherever the API server happens
+/// to list first, and a restore or a person would look for it in the other; so none is chosen and
+/// the message names them all.
+fn default_repo(repos: Vec<BackupRepo>) -> std::result::Result<BackupRepo, String> {
+    let mut defaults: Vec<BackupRepo> = repos
+        .into_iter()
+        .filter(|r| {
+            r.annotations()
+                .get(labels::DEFAULT_REPO)
+                .map(String::as_str)
+                == Some("true")
+        })
+        .collect();
+    match defaults.len() {
+        0 => Err(format!(
+            "there is no default BackupRepo (annotation {}=true)",
+            labels::DEFAULT_REPO
+        )),
+        1 => Ok(defaults.remove(0)),
+        _ => {
+            let mut names: Vec<String> = defaults.iter().map(|r| r.name_any()).collect();
+            names.sort();
+            Err(format!(
+                "{} BackupRepos are marked default ({}); set {}=true on one only, or name the repo in spec.backupRepoName",
+                names.len(),
+                names.join(", "),
+                labels::DEFAULT_REPO
+            ))
+        }
+    }
+}
+
 /// Whether a backup started at `started` has run past `deadline` at `now`.
 fn past_deadline(started: Timestamp, now: Timestamp, deadline: Duration) -> bool {
     let elapsed = now.as_second() - started.as_second();
@@ -662,6 +695,60 @@ mod tests {
             let e = deadline_of(&backup(Some(bad)), d).expect_err(bad);
             assert!(
                 e.contains(labels::BACKUP_DEADLINE) && e.contains("ns/b"),
+                "{e}"
+            );
+        }
+    }
+
+    fn repo(name: &str, default: Option<&str>) -> BackupRepo {
+        let mut r: BackupRepo = serde_json::from_value(serde_json::json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+            "kind": "BackupRepo",
+            "metadata": {"name": name},
+            "spec": {"storageProviderRef": "pvc"}
+        }))
+        .expect("repo");
+        if let Some(v) = default {
+            r.metadata.annotations = Some([(labels::DEFAULT_REPO.to_owned(), v.to_owned())].into());
+        }
+        r
+    }
+
+    #[test]
+    fn the_one_repo_marked_default_is_chosen() {
+        let chosen = default_repo(vec![
+            repo("a", None),
+            repo("b", Some("false")),
+            repo("c", Some("true")),
+        ])
+        .expect("one default");
+        assert_eq!(chosen.name_any(), "c");
+    }
+
+    #[test]
+    fn no_default_repo_is_an_error_naming_the_annotation() {
+        let e = default_repo(vec![repo("a", None), repo("b", Some("false"))]).expect_err("none");
+        assert!(
+            e.contains("no default") && e.contains(labels::DEFAULT_REPO),
+            "{e}"
+        );
+        assert!(default_repo(vec![]).is_err());
+    }
+
+    #[test]
+    fn two_default_repos_are_refused_naming_both_whatever_the_list_order() {
+        for repos in [
+            vec![repo("zeta", Some("true")), repo("alpha", Some("true"))],
+            vec![
+                repo("alpha", Some("true")),
+                repo("mid", None),
+                repo("zeta", Some("true")),
+            ],
+        ] {
+            let e = default_repo(repos).expect_err("two defaults");
+            assert!(
+                e.contains("2 BackupRepos are marked default (alpha, zeta)")
+                    && e.contains("spec.backupRepoName"),
                 "{e}"
             );
         }
