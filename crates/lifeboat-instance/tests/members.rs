@@ -110,6 +110,13 @@ impl Bed {
                 child: None,
             }
         };
+        // Servers left by an earlier run that was killed (its Drop never ran) would hold these
+        // addresses.
+        for h in data_hosts.iter().chain(sentinel_hosts.iter()) {
+            for port in [DATA_PORT, SENTINEL_PORT] {
+                let _ = redis_cmd(h, port, &["SHUTDOWN", "NOSAVE"]);
+            }
+        }
         let data = data_hosts
             .iter()
             .enumerate()

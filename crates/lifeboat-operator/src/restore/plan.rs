@@ -24,6 +24,17 @@ use super::diagnose::Stuck;
 use super::intent::ComponentRestore;
 use crate::duration;
 
+/// What the verify Job's outcome proves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Not finished, or its result not read yet.
+    Pending,
+    /// Finished with a result line that matches.
+    Verified,
+    /// Finished without proof, or with a mismatch: why.
+    Refuted(String),
+}
+
 /// A Job as observed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobObs {
@@ -360,21 +371,46 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let over = secs_between(&prepared, now) > limit.as_secs();
     if let Some(j) = &input.verify_job {
         let mut a = action("postReady-verify", backup, j, now);
-        if let Some(v) = j
+        let line = j
             .output
             .as_deref()
-            .and_then(crate::mover_output::last::<crate::mover_output::VerifyLine>)
-        {
+            .and_then(crate::mover_output::last::<crate::mover_output::VerifyLine>);
+        if let Some(v) = &line {
             p.status.verification = Some(v.to_status(None));
         }
-        if j.succeeded {
+        // A Job that exits 0 has not proven anything by itself: completion needs the mover's
+        // result line, saying it matches, with both fingerprints recorded.
+        let verdict = match (j.succeeded, &j.output, &line) {
+            (false, _, _) => Verdict::Pending,
+            // The log could not be read yet: asked again next pass, up to the deadline.
+            (true, None, _) => Verdict::Pending,
+            (true, Some(_), None) => Verdict::Refuted(format!(
+                "verification Job/{} succeeded but printed no verification result, so the restore is not verified",
+                j.name
+            )),
+            (true, Some(_), Some(v)) if !v.matches => Verdict::Refuted(format!(
+                "verification Job/{} succeeded but its result says the live dataset does not match the backup's manifest: {}",
+                j.name,
+                if v.differences.is_empty() {
+                    "no difference listed".to_owned()
+                } else {
+                    v.differences.join("; ")
+                }
+            )),
+            (true, Some(_), Some(_)) => Verdict::Verified,
+        };
+        if verdict == Verdict::Verified {
             a.message = Some("the live dataset matches the backup's manifest".into());
         }
         p.status
             .actions
             .get_or_insert_with(RestoreStatusActions::default)
             .post_ready = vec![a];
-        if j.succeeded {
+        if let Verdict::Refuted(why) = verdict {
+            p.fail(now, POST_READY, why);
+            return p;
+        }
+        if verdict == Verdict::Verified {
             let st = &mut p.status;
             st.phase = Some(RestorePhase::Completed);
             st.completion_timestamp = Some(now.clone());
@@ -415,7 +451,13 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 .stuck
                 .as_ref()
                 .map(|s| s.message.clone())
-                .unwrap_or_else(|| format!("Job/{} is still running", j.name));
+                .unwrap_or_else(|| {
+                    if j.succeeded {
+                        format!("the output of Job/{} could not be read", j.name)
+                    } else {
+                        format!("Job/{} is still running", j.name)
+                    }
+                });
             p.fail(
                 now,
                 POST_READY,
@@ -783,6 +825,54 @@ mod tests {
                 .unwrap_or_default()
                 .contains("expected 10 keys")
         );
+    }
+
+    /// A verify Job that exited 0, with `output` as its log.
+    fn verified_by(output: Option<&str>) -> Plan {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut i = input(&r, 20);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        i.workload_exists = true;
+        i.verify_job = Some(JobObs {
+            name: "v".into(),
+            succeeded: true,
+            output: output.map(str::to_owned),
+            ..Default::default()
+        });
+        step(i, &p1)
+    }
+
+    #[test]
+    fn a_verify_job_that_succeeded_without_a_result_line_fails_the_restore() {
+        let p = verified_by(Some("mover: verifying\nsome other line\n"));
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        assert!(!p.open_gates && !p.completed);
+        let msg = p.failed.expect("failed");
+        assert!(msg.contains("printed no verification result"), "{msg}");
+    }
+
+    #[test]
+    fn a_verify_job_that_succeeded_with_a_mismatch_fails_the_restore() {
+        let line = r#"{"match":false,"expected":{"databases":{"0":{"keys":10}}},"live":{"databases":{"0":{"keys":9}}},"differences":["db0: 10 keys expected, 9 found"]}"#;
+        let p = verified_by(Some(line));
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        assert!(!p.open_gates && !p.completed);
+        let msg = p.failed.expect("failed");
+        assert!(
+            msg.contains("does not match") && msg.contains("9 found"),
+            "{msg}"
+        );
+        let v = p.status.verification.expect("recorded");
+        assert!(!v.matched && v.observed.is_some());
+    }
+
+    #[test]
+    fn an_unread_verify_log_keeps_the_gates_shut_until_it_is_read() {
+        let p = verified_by(None);
+        assert_ne!(p.status.phase, Some(RestorePhase::Completed));
+        assert!(!p.open_gates && !p.completed && p.failed.is_none());
     }
 
     #[test]
