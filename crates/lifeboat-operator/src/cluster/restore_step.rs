@@ -67,7 +67,8 @@ async fn pod_events(ctx: &Context, ns: &str, pod: &str) -> Vec<PodEvent> {
             })
             .collect(),
         Err(e) => {
-            tracing::debug!(pod, error = %e, "could not list events");
+            // Without them a stuck pod is still diagnosed from its status, with less detail.
+            tracing::warn!(pod, error = %e, "could not list the pod's events");
             Vec::new()
         }
     }
