@@ -14,6 +14,8 @@ pub const REASON_RESTORE_RUNNING: &str = "RestoreRunning";
 pub const REASON_RESTORE_COMPLETED: &str = "RestoreCompleted";
 /// `Restore` reason when the restore failed (status `False`).
 pub const REASON_RESTORE_FAILED: &str = "RestoreFailed";
+/// `Restore` condition reason: a restore was asked of a Cluster that already runs, and refused.
+pub const REASON_RESTORE_REFUSED: &str = "RestoreRefused";
 
 /// Restore condition: the spec and its preconditions were checked.
 pub const VALIDATION_PASSED: &str = "ValidationPassed";

@@ -624,3 +624,83 @@ async fn editing_resources_rolls_the_pods_and_keeps_the_data() -> Result<()> {
     })
     .await
 }
+
+/// A restore asked of a Cluster that already runs (the deprecated annotation added after the
+/// fact) is refused: a Warning event and a `Restore` condition say why, and the workload is not
+/// touched — no readiness gate, no roll, no Job aimed at the live volumes, data pods Ready and the
+/// data still there.
+#[tokio::test]
+async fn a_restore_asked_of_a_running_cluster_is_refused_and_touches_nothing() -> Result<()> {
+    in_namespace("cluster-late-restore", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let pods: Api<Pod> = ns.api();
+        let primary = poll("one primary label", Duration::from_secs(30), || primary_pod(&ns, "fdb")).await?;
+        redis_cli(&pods, &primary, "SET lifeboat:late kept").await?;
+        let uids = |list: Vec<Pod>| -> Vec<(Option<String>, Option<String>)> {
+            list.into_iter().map(|p| (p.metadata.name, p.metadata.uid)).collect()
+        };
+        let before = uids(component_pods(&ns, "fdb", "falkordb").await?);
+
+        let clusters: Api<Cluster> = ns.api();
+        let annotation = json!({"falkordb": {"name": "any-backup", "namespace": ns.name, "volumeRestorePolicy": "Parallel"}}).to_string();
+        clusters
+            .patch(
+                "fdb",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"kubeblocks.io/restore-from-backup": annotation}}})),
+            )
+            .await?;
+        let message = poll("the Restore condition to say the request is refused", Duration::from_secs(60), || async {
+            let c = clusters.get("fdb").await?;
+            let cond = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|x| x.type_ == "Restore").cloned());
+            Ok(match cond {
+                Some(x) if x.reason == "RestoreRefused" => Ok(x.message),
+                other => Err(format!("{}; Restore condition {other:?}", cluster_summary(&c))),
+            })
+        })
+        .await?;
+        ensure!(message.contains("only applies when a Cluster is created") && message.contains("any-backup"), "{message}");
+        let events: Api<Event> = ns.api();
+        let refused = events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .any(|e| e.reason.as_deref() == Some("RestoreRefused") && e.type_.as_deref() == Some("Warning"));
+        ensure!(refused, "no RestoreRefused Warning event");
+
+        // The workload is as it was: same pods, all Ready, no gate, no Job, the Cluster Running.
+        let sts: Api<StatefulSet> = ns.api();
+        let gates = sts
+            .get("fdb-falkordb")
+            .await?
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.readiness_gates)
+            .unwrap_or_default();
+        ensure!(gates.is_empty(), "the running StatefulSet got readiness gates: {gates:?}");
+        let after_pods = component_pods(&ns, "fdb", "falkordb").await?;
+        for p in &after_pods {
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            ensure!(ready, "data pod not Ready after the refused restore: {}", lifeboat_e2e::pod_summary(p));
+        }
+        ensure!(uids(after_pods) == before, "the data pods were replaced");
+        let jobs: Api<k8s_openapi::api::batch::v1::Job> = ns.api();
+        let names: Vec<String> = jobs.list(&ListParams::default()).await?.items.into_iter().filter_map(|j| j.metadata.name).collect();
+        ensure!(names.is_empty(), "Jobs were created for a refused restore: {names:?}");
+        let c = clusters.get("fdb").await?;
+        ensure!(c.status.as_ref().and_then(|s| s.phase) == Some(ClusterPhase::Running), "{}", cluster_summary(&c));
+        let v = redis_cli(&pods, &primary, "GET lifeboat:late").await?;
+        ensure!(v.trim() == "kept", "the data changed: {v:?}");
+        Ok(())
+    })
+    .await
+}

@@ -135,6 +135,49 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
 
     let restore_objects: Vec<Restore> =
         kubeapi::list(&ctx.client, &ns, &format!("{}={name}", labels::INSTANCE)).await?;
+    // A restore applies only when a Cluster is created. One asked of a Cluster that already runs
+    // (the annotation added later; spec.restore is immutable) must not touch the workload: no
+    // gate, no roll, no Job aimed at live volumes.
+    let mut refused = None;
+    if let (Some(i), Some(data)) = (&restore_intent, valid.data()) {
+        let sts = naming::workload(&name, &data.spec.name);
+        let workload = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts)
+            .await?
+            .is_some();
+        let restore_object = restore_objects
+            .iter()
+            .any(|r| r.name_any() == naming::restore(&name, &data.spec.name));
+        if intent::arrived_late(workload, restore_object) {
+            let why = format!(
+                "a restore only applies when a Cluster is created: Cluster {ns}/{name} already runs \
+                 (StatefulSet {ns}/{sts} exists), so the restore from {} is refused and the running \
+                 workload is left as it is; create a new Cluster with spec.restore instead",
+                i.source_description()
+            );
+            let known = cluster.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == lifeboat_api::conditions::RESTORE
+                        && c.reason == lifeboat_api::conditions::REASON_RESTORE_REFUSED
+                })
+            });
+            if !known {
+                ctx.event(
+                    cluster,
+                    EventType::Warning,
+                    lifeboat_api::conditions::REASON_RESTORE_REFUSED,
+                    "Restore",
+                    why.clone(),
+                )
+                .await;
+            }
+            refused = Some(why);
+        }
+    }
+    let restore_intent = if refused.is_some() {
+        None
+    } else {
+        restore_intent
+    };
     let input = BuildInput {
         cluster,
         valid: &valid,
@@ -155,7 +198,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
     }
     let password = read_password(ctx, &ns, &input.secret_name()).await?;
 
-    let mut restore_state = RestoreState::None;
+    let mut restore_state = refused.map_or(RestoreState::None, RestoreState::Refused);
     for comp in &valid.components {
         kubeapi::apply(&ctx.client, &build::config_map(&input, comp)).await?;
         kubeapi::apply(&ctx.client, &build::headless_service(&input, comp)).await?;
@@ -264,6 +307,7 @@ fn merge_restore(a: RestoreState, b: RestoreState) -> RestoreState {
         (Failed(m), _) | (_, Failed(m)) => Failed(m),
         (Running(m), _) | (_, Running(m)) => Running(m),
         (Completed(m), _) | (_, Completed(m)) => Completed(m),
+        (Refused(m), _) | (_, Refused(m)) => Refused(m),
         (None, None) => None,
     }
 }

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use lifeboat_api::apps::v1::{ClusterComponentStatus, ClusterPhase, ClusterStatus};
 use lifeboat_api::conditions::{
     self, AVAILABLE, READY, REASON_RESTORE_COMPLETED, REASON_RESTORE_FAILED,
-    REASON_RESTORE_RUNNING, RESTORE,
+    REASON_RESTORE_REFUSED, REASON_RESTORE_RUNNING, RESTORE,
 };
 
 /// Where the Cluster's restore stands.
@@ -20,6 +20,8 @@ pub enum RestoreState {
     Completed(String),
     /// Failed; why.
     Failed(String),
+    /// Asked of a Cluster that already runs, and refused; why. The workload is left as it is.
+    Refused(String),
 }
 
 /// One component as observed.
@@ -156,6 +158,15 @@ pub fn compute(input: &StatusInput) -> ClusterStatus {
             g,
             now,
         ),
+        RestoreState::Refused(m) => conditions::set(
+            &mut st.conditions,
+            RESTORE,
+            "False",
+            REASON_RESTORE_REFUSED,
+            m,
+            g,
+            now,
+        ),
     }
     if phase == ClusterPhase::Running {
         conditions::set(
@@ -276,6 +287,21 @@ mod tests {
         assert_eq!(s.observed_generation, Some(3));
         let r = conditions::get(&s.conditions, RESTORE).expect("restore condition");
         assert_eq!(r.reason, REASON_RESTORE_COMPLETED);
+    }
+
+    #[test]
+    fn a_refused_late_restore_leaves_a_running_cluster_running_and_says_so() {
+        let s = compute(&input(
+            RestoreState::Refused("a restore only applies when a Cluster is created".into()),
+            vec![comp("falkordb", 2, 2), comp("falkordb-sent", 3, 3)],
+        ));
+        assert_eq!(s.phase, Some(ClusterPhase::Running));
+        let r = conditions::get(&s.conditions, RESTORE).expect("restore condition");
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("False", REASON_RESTORE_REFUSED)
+        );
+        assert!(r.message.contains("only applies when a Cluster is created"));
     }
 
     #[test]

@@ -56,6 +56,27 @@ pub struct RestoreIntent {
     pub components: Vec<ComponentRestore>,
 }
 
+impl RestoreIntent {
+    /// Which request and which Backup, for messages.
+    pub fn source_description(&self) -> String {
+        let from = match self.source {
+            IntentSource::Spec => "spec.restore",
+            IntentSource::Annotation => "the kubeblocks.io/restore-from-backup annotation",
+        };
+        match self.components.first() {
+            Some(c) => format!("Backup {}/{} ({from})", c.backup_namespace, c.backup_name),
+            None => from.to_owned(),
+        }
+    }
+}
+
+/// Whether a restore request arrived after the Cluster already ran: its workload exists but no
+/// Restore object does. A real restore creates the Restore first and the workload only once the
+/// data is in place, so this never holds for one, even after an operator restart.
+pub fn arrived_late(workload_exists: bool, restore_object_exists: bool) -> bool {
+    workload_exists && !restore_object_exists
+}
+
 /// Default deadlines, from the operator's configuration.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadlines {
@@ -203,6 +224,17 @@ pub fn intent(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_request_is_late_only_when_the_workload_exists_without_a_restore() {
+        // A new Cluster asking for a restore: nothing exists yet.
+        assert!(!super::arrived_late(false, false));
+        // A restore in progress or done: its Restore object came first.
+        assert!(!super::arrived_late(false, true));
+        assert!(!super::arrived_late(true, true));
+        // The annotation added to a Cluster that runs.
+        assert!(super::arrived_late(true, false));
+    }
+
     use super::*;
     use crate::cluster::test_support::field_report_cluster;
     use crate::cluster::validate::validate;
