@@ -497,6 +497,15 @@ async fn invalid_cluster_fails_naming_the_field_and_creates_nothing() -> Result<
             msg.contains("spec.clusterDef"),
             "message does not name the field: {msg}"
         );
+        // A name whose derived Service and Job names would break their 63-character limit.
+        let long = format!("long-{}", "n".repeat(40));
+        create_cluster(&ns, falkordb_cluster(&long, "Delete", 2)).await?;
+        let c = wait_phase(&ns, &long, ClusterPhase::Failed, Duration::from_secs(60)).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("metadata.name") && msg.contains("limit of"),
+            "message does not name the field: {msg}"
+        );
         let sts: Api<StatefulSet> = ns.api();
         let list = sts.list(&ListParams::default()).await?;
         ensure!(

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::restore::diagnose::{self, PodEvent};
 use crate::restore::intent::{ComponentRestore, IntentSource, RESTORE_DONE};
-use crate::restore::plan::{self, Input, JobObs, PodObs, PvcObs};
+use crate::restore::plan::{self, Input, JobObs, PodObs, PvcObs, Stage};
 use crate::restore::{jobs, preconditions};
 use crate::{kubeapi, naming, repo};
 
@@ -240,8 +240,9 @@ pub async fn step(
     }
     let verify_job = observe_job(ctx, &ns, &naming::verify_job(&name, c)).await?;
 
+    let now = Time(Timestamp::now());
     let input = Input {
-        now: Time(Timestamp::now()),
+        now: now.clone(),
         req,
         replicas: comp.spec.replicas,
         precondition,
@@ -252,7 +253,14 @@ pub async fn step(
         pods,
         verify_job,
     };
-    let p = plan::plan(&input);
+    let mut p = plan::plan(&input);
+
+    // The status goes first: a create that fails below must not lose this pass's record (above
+    // all the start time, which every deadline counts from).
+    if p.status != status {
+        write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
+    }
+    let written = p.status.clone();
 
     // Apply: create what the plan asks for. Names are deterministic, so a step repeated after a
     // crash finds what the previous one created.
@@ -283,13 +291,23 @@ pub async fn step(
             repo: &access,
             backup_path: &backup_path,
         };
+        let mut refusal = None;
         for i in &p.create_pvcs {
-            kubeapi::create_if_absent(&ctx.client, &jobs::data_pvc(cluster, comp, *i)).await?;
+            refusal = refusal.or(final_refusal(
+                kubeapi::create_if_absent(&ctx.client, &jobs::data_pvc(cluster, comp, *i)).await,
+                Stage::PrepareData,
+            )?);
         }
         for i in &p.create_prepare_jobs {
-            kubeapi::create_if_absent(&ctx.client, &jobs::prepare_data_job(&ji, *i)).await?;
+            if refusal.is_some() {
+                break;
+            }
+            refusal = final_refusal(
+                kubeapi::create_if_absent(&ctx.client, &jobs::prepare_data_job(&ji, *i)).await,
+                Stage::PrepareData,
+            )?;
         }
-        if p.create_verify_job {
+        if p.create_verify_job && refusal.is_none() {
             let secret = super::build::BuildInput {
                 cluster,
                 valid,
@@ -299,24 +317,21 @@ pub async fn step(
                 restore_gate: true,
             }
             .secret_name();
-            kubeapi::create_if_absent(
-                &ctx.client,
-                &jobs::verify_job(&ji, &secret, &ctx.config.cluster_domain),
-            )
-            .await?;
+            refusal = final_refusal(
+                kubeapi::create_if_absent(
+                    &ctx.client,
+                    &jobs::verify_job(&ji, &secret, &ctx.config.cluster_domain),
+                )
+                .await,
+                Stage::PostReady,
+            )?;
+        }
+        if let Some((stage, object, reason)) = refusal {
+            p.refused(&now, stage, &object, &reason);
         }
     }
-    if p.status != status {
-        kubeapi::apply_status::<Restore>(
-            &ctx.client,
-            &restore_name,
-            &ns,
-            serde_json::to_value(&p.status).map_err(|source| Error::Serialize {
-                object: format!("status of Restore {ns}/{restore_name}"),
-                source,
-            })?,
-        )
-        .await?;
+    if p.status != written {
+        write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
     }
     // Gates open only after the Restore says Completed: no reader may see a Ready pod while the
     // Restore still claims to be running. A failure here is retried, since a Completed Restore
@@ -432,4 +447,40 @@ pub async fn keep_gates_open(
     let ns = cluster.namespace().unwrap_or_default();
     let pods = super::component_pods(ctx, &ns, &name, &comp.spec.name).await?;
     open_gates(ctx, &ns, &pods).await
+}
+
+/// A create's outcome: `Some` when the API server refused it for good (quoted), an error to retry
+/// otherwise.
+fn final_refusal(r: Result<bool>, stage: Stage) -> Result<Option<(Stage, String, String)>> {
+    match r {
+        Ok(_) => Ok(None),
+        Err(Error::Kube {
+            object,
+            source: kube::Error::Api(s),
+            ..
+        }) if plan::refusal_is_final(s.code) => Ok(Some((
+            stage,
+            object,
+            format!("{} ({})", s.message, s.reason),
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+async fn write_restore_status(
+    ctx: &Context,
+    name: &str,
+    ns: &str,
+    status: &lifeboat_api::dataprotection::v1alpha1::RestoreStatus,
+) -> Result<()> {
+    kubeapi::apply_status::<Restore>(
+        &ctx.client,
+        name,
+        ns,
+        serde_json::to_value(status).map_err(|source| Error::Serialize {
+            object: format!("status of Restore {ns}/{name}"),
+            source,
+        })?,
+    )
+    .await
 }

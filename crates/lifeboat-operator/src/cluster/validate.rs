@@ -1,9 +1,11 @@
 //! Checks a Cluster against its engine before anything is created. Pure.
 
+use kube::ResourceExt;
 use lifeboat_api::Cluster;
 use lifeboat_api::apps::v1::ClusterComponentSpec;
 
 use crate::engine::{self, ComponentDef, Engine, Topology};
+use crate::naming;
 
 /// Why a Cluster cannot be built: the field and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -153,6 +155,7 @@ pub fn validate(cluster: &Cluster) -> Result<ValidCluster, Invalid> {
             index,
         });
     }
+    names_fit(&cluster.name_any(), &components)?;
     Ok(ValidCluster {
         engine,
         topology,
@@ -160,10 +163,57 @@ pub fn validate(cluster: &Cluster) -> Result<ValidCluster, Invalid> {
     })
 }
 
+/// The names Lifeboat derives from the Cluster's name must be valid where they are used: Services,
+/// Jobs and pod host names are DNS labels (63 characters), and a StatefulSet's name also goes,
+/// with an 11-character hash, into a 63-character label value. A name that breaks one would make a
+/// create fail on every pass, far from its cause.
+fn names_fit(cluster: &str, components: &[ValidComponent]) -> Result<(), Invalid> {
+    for c in components {
+        let comp = &c.spec.name;
+        let last = c.spec.replicas.max(1) - 1;
+        let mut derived = vec![
+            (naming::workload(cluster, comp), 52),
+            (naming::headless_service(cluster, comp), 63),
+            (naming::client_service(cluster, comp), 63),
+            (naming::pod(cluster, comp, last), 63),
+        ];
+        if c.def.kind == engine::ComponentKind::Data {
+            derived.push((naming::prepare_data_job(cluster, comp, last), 63));
+            derived.push((naming::verify_job(cluster, comp), 63));
+        }
+        if let Some((name, limit)) = derived.into_iter().find(|(n, l)| n.len() > *l) {
+            return Err(Invalid::new(
+                "metadata.name",
+                format!(
+                    "is too long for the names Lifeboat derives from it: {name:?} has {} characters, \
+                     more than its limit of {limit}; shorten the Cluster's name by {}",
+                    name.len(),
+                    name.len() - limit
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::test_support::field_report_cluster;
+
+    #[test]
+    fn a_cluster_name_whose_derived_names_do_not_fit_is_refused_naming_the_field() {
+        let mut c = field_report_cluster();
+        c.metadata.name = Some("a".repeat(30));
+        assert!(validate(&c).is_ok(), "30 characters fit");
+        c.metadata.name = Some("a".repeat(45));
+        let e = validate(&c).expect_err("too long");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("metadata.name") && msg.contains("limit of"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn field_report_cluster_is_valid() {

@@ -125,7 +125,42 @@ fn secs_between(a: &Time, b: &Time) -> u64 {
     u64::try_from(d).unwrap_or(0)
 }
 
+/// Which stage a create belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Data PVCs and prepareData Jobs.
+    PrepareData,
+    /// The verify Job.
+    PostReady,
+}
+
+/// Whether the API server's refusal of a create is final: the same request is refused again
+/// (invalid, a name over its limit, forbidden by admission or a quota). Conflicts, throttling and
+/// server errors are retried.
+pub fn refusal_is_final(code: u16) -> bool {
+    matches!(code, 400 | 403 | 404 | 422)
+}
+
 impl Plan {
+    /// Ends the restore because the API server refused to create an object it needs, quoting the
+    /// server's reason.
+    pub fn refused(&mut self, now: &Time, stage: Stage, object: &str, reason: &str) {
+        let condition = match stage {
+            Stage::PrepareData => PREPARE_DATA,
+            Stage::PostReady => POST_READY,
+        };
+        self.fail(
+            now,
+            condition,
+            format!("the API server refused to create {object}: {reason}"),
+        );
+        self.open_gates = false;
+        self.completed = false;
+        self.create_pvcs.clear();
+        self.create_prepare_jobs.clear();
+        self.create_verify_job = false;
+    }
+
     fn fail(&mut self, now: &Time, condition: &str, message: String) {
         let st = &mut self.status;
         st.phase = Some(RestorePhase::Failed);
@@ -825,6 +860,29 @@ mod tests {
                 .unwrap_or_default()
                 .contains("expected 10 keys")
         );
+    }
+
+    #[test]
+    fn a_refused_create_ends_the_restore_with_the_servers_reason() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let mut p = plan(&input(&r, 0));
+        assert!(!p.create_pvcs.is_empty(), "the first pass creates the PVCs");
+        p.refused(
+            &at(3),
+            Stage::PrepareData,
+            "PersistentVolumeClaim ns/data-fdb-falkordb-0",
+            "exceeded quota: pvcs, requested: persistentvolumeclaims=1, used: 0, limited: 0",
+        );
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        let msg = p.failed.clone().expect("failed");
+        assert!(
+            msg.contains("refused to create PersistentVolumeClaim ns/data-fdb-falkordb-0")
+                && msg.contains("exceeded quota"),
+            "{msg}"
+        );
+        assert!(p.create_pvcs.is_empty() && p.create_prepare_jobs.is_empty());
+        assert!(refusal_is_final(403) && refusal_is_final(422));
+        assert!(!refusal_is_final(409) && !refusal_is_final(429) && !refusal_is_final(500));
     }
 
     /// A verify Job that exited 0, with `output` as its log.
