@@ -530,15 +530,7 @@ pub struct Check {
 
 /// Reads back, from the pod labelled primary, every key the writer had acknowledged.
 pub async fn check(ns: &TestNamespace, cluster: &str, outcome: &Outcome) -> Result<Check> {
-    let password = password(ns, cluster).await?;
-    let pods = data_pods(ns, cluster).await?;
-    let ip = pods
-        .ips
-        .get(&pods.primary)
-        .with_context(|| format!("no IP for {}", pods.primary))?;
-    let mut conn = connect(ip, &password)
-        .await
-        .with_context(|| format!("connecting to the primary {}", pods.primary))?;
+    let (pods, mut conn) = primary_connection(ns, cluster).await?;
     Ok(Check {
         lost_replicated: missing(&mut conn, &outcome.acked_replicated).await?,
         lost_primary_only: missing(&mut conn, &outcome.acked_primary_only).await?,
