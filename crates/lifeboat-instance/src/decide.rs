@@ -253,6 +253,23 @@ pub fn decide(o: &Observation) -> Decision {
                 reason.push_str("; not starting over an empty dataset");
                 return Decision::Wait { reason };
             }
+            // Every volume empty looks the same in a new cluster and in one that lost them all;
+            // only the sentinels remember a cluster that ran. Until most of them answer, nobody
+            // starts over empty volumes.
+            let answered = o
+                .sentinels
+                .iter()
+                .filter(|a| !matches!(a, SentinelAnswer::Unreachable))
+                .count();
+            if answered < o.sentinels.len() / 2 + 1 {
+                return Decision::Wait {
+                    reason: format!(
+                        "every data pod has an empty volume; waiting for most sentinels to answer \
+                         ({answered} of {} did) to tell a new cluster from one whose volumes were all lost",
+                        o.sentinels.len()
+                    ),
+                };
+            }
             // A new cluster: ordinal 0 starts, the others follow it once it serves.
             if o.me.ordinal == 0 {
                 return Decision::Primary {
@@ -455,6 +472,26 @@ mod tests {
             quiet(),
         ));
         assert_eq!(replica_of(&d1), Some((host(0).as_str(), false)));
+    }
+
+    #[test]
+    fn empty_volumes_never_start_as_a_new_cluster_while_the_sentinels_are_silent() {
+        // A full restart after every volume was lost, with the sentinels still starting: the
+        // same view as a new cluster, except that the sentinels do not answer yet.
+        let silent = vec![SentinelAnswer::Unreachable; 3];
+        let d = decide(&obs(
+            deciding(0, None, None),
+            vec![Peer::Reported(deciding(1, None, None))],
+            silent,
+        ));
+        assert!(waits_for(&d, "most sentinels"), "{d:?}");
+        // Once they answer, their memory decides.
+        let d = decide(&obs(
+            deciding(0, None, None),
+            vec![Peer::Reported(deciding(1, None, None))],
+            names(0),
+        ));
+        assert!(waits_for(&d, "not starting over an empty dataset"), "{d:?}");
     }
 
     #[test]
