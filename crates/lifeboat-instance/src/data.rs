@@ -11,7 +11,7 @@ use crate::conf::{self, DataConf};
 use crate::decide::{self, Decision, Observation, Peer, SentinelAnswer};
 use crate::error::{Error, Result, io};
 use crate::http::Shared;
-use crate::lineage::{Lineage, LiveIdentity};
+use crate::lineage::LiveIdentity;
 use crate::peers;
 use crate::report::{Phase, Report, Role};
 use crate::settings::{Members, Settings};
@@ -319,11 +319,4 @@ async fn stop(s: &Settings, shared: &Shared, st: &mut State, child: &mut Child) 
 
 fn local(s: &Settings) -> &str {
     s.bind.as_deref().unwrap_or("127.0.0.1")
-}
-
-/// The lineage a peer is known to hold, for messages.
-pub fn holds(l: Option<&Lineage>) -> String {
-    l.and_then(Lineage::head)
-        .map(|h| format!("{}:{}", h.id, h.offset))
-        .unwrap_or_else(|| "nothing recorded".into())
 }

@@ -40,15 +40,6 @@ pub enum Peer {
     Reported(Report),
 }
 
-impl Peer {
-    fn host(&self) -> &str {
-        match self {
-            Peer::Unreachable { host, .. } => host,
-            Peer::Reported(r) => &r.host,
-        }
-    }
-}
-
 /// Everything the decision reads.
 #[derive(Clone, Debug)]
 pub struct Observation {
@@ -345,15 +336,6 @@ fn pick<'a>(equals: &[&'a Report], named: Option<&str>) -> &'a Report {
         )
     });
     sorted[0]
-}
-
-/// The hosts of peers that did not answer, for messages.
-pub fn unreachable(peers: &[Peer]) -> Vec<&str> {
-    peers
-        .iter()
-        .filter(|p| matches!(p, Peer::Unreachable { .. }))
-        .map(Peer::host)
-        .collect()
 }
 
 #[cfg(test)]

@@ -842,10 +842,7 @@ mod tests {
                 .contains("checksum mismatch")
         );
 
-        let mut i = input(&r, 20);
-        i.pvcs = vec![pvc(0, true), pvc(1, true)];
-        i.prepare_jobs = vec![job(0, true), job(1, true)];
-        i.workload_exists = true;
+        let mut i = verifying(&r);
         i.verify_job = Some(JobObs {
             name: "v".into(),
             failed: Some("mismatch: db0 expected 10 keys, found 0".into()),
@@ -885,14 +882,20 @@ mod tests {
         assert!(!refusal_is_final(409) && !refusal_is_final(429) && !refusal_is_final(500));
     }
 
+    /// The pass after prepareData finished and the workload exists: postReady's turn.
+    fn verifying(r: &ComponentRestore) -> Input<'_> {
+        let mut i = input(r, 20);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        i.workload_exists = true;
+        i
+    }
+
     /// A verify Job that exited 0, with `output` as its log.
     fn verified_by(output: Option<&str>) -> Plan {
         let r = req(VolumeClaimRestorePolicy::Parallel);
         let p1 = plan(&input(&r, 0));
-        let mut i = input(&r, 20);
-        i.pvcs = vec![pvc(0, true), pvc(1, true)];
-        i.prepare_jobs = vec![job(0, true), job(1, true)];
-        i.workload_exists = true;
+        let mut i = verifying(&r);
         i.verify_job = Some(JobObs {
             name: "v".into(),
             succeeded: true,
