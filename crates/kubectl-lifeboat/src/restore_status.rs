@@ -440,8 +440,10 @@ mod tests {
                     name: (*n).into(),
                     nodes: *nodes,
                     edges: *edges,
+                    digest: None,
                 })
                 .collect(),
+            ..Default::default()
         }
     }
 

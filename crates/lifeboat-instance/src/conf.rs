@@ -86,6 +86,9 @@ pub fn data_conf(c: &DataConf<'_>) -> String {
     lines.push(format!("requirepass {}", quote(c.password)));
     lines.push(format!("masterauth {}", quote(c.password)));
     lines.push(format!("replica-announce-ip {}", c.announce));
+    // The manager computes a restore's content digest with DEBUG DIGEST-VALUE over loopback;
+    // nothing else in the cluster can use DEBUG.
+    lines.push("enable-debug-command local".to_owned());
     lines.extend(args_as_lines(c.server_args));
     if let Some((h, p)) = c.replica_of {
         lines.push(format!("replicaof {h} {p}"));

@@ -37,6 +37,11 @@ pub async fn run(s: Settings) -> Result<()> {
         lineage: None,
         phase: Phase::Deciding,
     }));
+    let _ = shared.fingerprint_from.set(crate::http::LocalServer {
+        host: s.bind.clone().unwrap_or_else(|| "127.0.0.1".into()),
+        port: s.port,
+        password: s.password.clone(),
+    });
     let http = tokio::spawn(crate::http::serve(
         s.bind.clone(),
         s.manager_port,

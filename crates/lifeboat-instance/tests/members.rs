@@ -507,6 +507,35 @@ fn a_planned_stop_of_the_primary_hands_over_first_and_loses_no_acknowledged_writ
         lost.len()
     );
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+
+    // The fingerprint a restore's verify Job reads: only with the password, and with the
+    // content digest the server computes for loopback alone.
+    let client = reqwest::blocking::Client::new();
+    let url = format!("http://{}:{MANAGER_PORT}/fingerprint", bed.data[p2].ip);
+    let anonymous = client.get(&url).send().map(|r| r.status().as_u16());
+    assert_eq!(anonymous.ok(), Some(401), "no token, no fingerprint");
+    let body = client
+        .get(&url)
+        .bearer_auth(PASSWORD)
+        .send()
+        .and_then(|r| r.text())
+        .expect("fingerprint");
+    let v: serde_json::Value = serde_json::from_str(&body).expect(&body);
+    let keys = redis_cmd(&bed.data[p2].ip, DATA_PORT, &["DBSIZE"]).expect("DBSIZE");
+    assert_eq!(
+        Some(&v["databases"]["0"]["keys"]),
+        match keys {
+            redis::Value::Int(n) => Some(serde_json::json!(n)),
+            _ => None,
+        }
+        .as_ref(),
+        "{body}"
+    );
+    assert_eq!(
+        v["databases"]["0"]["digest"].as_str().map(str::len),
+        Some(64),
+        "{body}"
+    );
 }
 
 #[test]

@@ -4,6 +4,11 @@
 //! (KubeBlocks' `datafile` method does the same) and reads the RDB the fork wrote. The
 //! alternative, acting as a replica and reading the replication stream, would need a RESP
 //! replication client that the redis crate does not provide and that we will not hand-write.
+//!
+//! The fingerprint is taken from the saved file, not from the live server: a scratch server
+//! (`scratch.rs`) loads the very file being stored and is fingerprinted, while the upload runs.
+//! So a cluster under steady writes backs up like an idle one, and every backup is known to
+//! load.
 
 use std::path::{Path as FsPath, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -20,6 +25,7 @@ use crate::manifest::{
 };
 use crate::replica;
 use crate::repo::{Repo, RepoArgs};
+use crate::scratch::{self, Scratch, ScratchSpec};
 use crate::server::{Server, ServerArgs};
 use crate::stream;
 
@@ -55,9 +61,16 @@ pub struct BackupArgs {
         default_value_t = 300
     )]
     pub replica_sync_timeout: u64,
-    /// BGSAVE rounds to try before giving up on a dataset that keeps changing.
+    /// BGSAVE rounds to try when another save replaces the file before it is opened.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: u32,
+    /// The server binary that loads the saved file to fingerprint it. Defaults to the source
+    /// server's own executable when this container has it, else `redis-server` on the PATH.
+    #[arg(long, env = "LIFEBOAT_SCRATCH_SERVER")]
+    pub scratch_server: Option<PathBuf>,
+    /// Seconds the scratch server gets to load the saved file and be fingerprinted.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub scratch_timeout: u64,
 }
 
 /// The one JSON line `backup` prints on stdout; the operator parses it from the Job log.
@@ -71,15 +84,18 @@ pub struct BackupSummary {
     pub object_count: usize,
     pub fingerprint: Fingerprint,
     pub duration_seconds: f64,
-    /// Part of the duration spent reaching the consistent point (fingerprints and BGSAVE).
+    /// Part of the duration spent reaching the consistent point (BGSAVE).
     pub snapshot_seconds: f64,
     /// Part of the duration spent compressing and storing objects.
     pub transfer_seconds: f64,
+    /// Time the scratch server took to load the saved file and fingerprint it; it runs while
+    /// the objects are stored.
+    pub fingerprint_seconds: f64,
     pub attempts: u32,
 }
 
 struct Snapshot {
-    fingerprint: Fingerprint,
+    scratch: ScratchSpec,
     attempts: u32,
     source: Source,
     files: Vec<(String, Role, PathBuf, std::fs::File)>,
@@ -103,7 +119,27 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
         .map_err(|e| Error::Internal(format!("snapshot task failed: {e}")))??;
     let snapshot_seconds = t0.elapsed().as_secs_f64();
     let t_transfer = Instant::now();
-    info!(fingerprint = %snap.fingerprint.summary(), attempts = snap.attempts, "consistent point taken");
+    info!(attempts = snap.attempts, "consistent point taken");
+
+    // The scratch server reads the RDB through this process's descriptor, so the fingerprint
+    // runs alongside the upload of the same file.
+    let rdb_for_scratch = snap
+        .files
+        .first()
+        .map(|(_, _, path, f)| {
+            f.try_clone()
+                .map_err(|e| Error::local_io("duplicating RDB descriptor", path, e))
+        })
+        .transpose()?
+        .ok_or_else(|| Error::Internal("snapshot holds no RDB".into()))?;
+    let scratch = snap.scratch.clone();
+    let backup_name = args.backup.clone();
+    let scratch_timeout = Duration::from_secs(args.scratch_timeout);
+    let fingerprint_task = tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        Scratch::fingerprint(&scratch, &rdb_for_scratch, &backup_name, scratch_timeout)
+            .map(|fp| (fp, t.elapsed().as_secs_f64()))
+    });
 
     let workers = match args.compression_threads {
         0 => stream::default_workers(),
@@ -133,6 +169,11 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
             stored_sha256: s.stored_sha256,
         });
     }
+    let transfer_seconds = t_transfer.elapsed().as_secs_f64();
+    let (fingerprint, fingerprint_seconds) = fingerprint_task
+        .await
+        .map_err(|e| Error::Internal(format!("fingerprint task failed: {e}")))??;
+    info!(fingerprint = %fingerprint.summary(), seconds = fingerprint_seconds, "saved file fingerprinted");
     let m = Manifest {
         format_version: FORMAT_VERSION,
         backup_name: args.backup.clone(),
@@ -148,14 +189,13 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
         total_size: objects.iter().map(|o| o.size).sum(),
         stored_size: objects.iter().map(|o| o.stored_size).sum(),
         objects,
-        fingerprint: snap.fingerprint,
+        fingerprint,
         consistency: Consistency {
             method: "bgsave".into(),
             attempts: snap.attempts,
         },
     };
     m.validate(&args.backup)?;
-    let transfer_seconds = t_transfer.elapsed().as_secs_f64();
     // Re-checked right before publishing: a concurrent backup of the same name must not be
     // silently replaced.
     if repo.manifest_exists(&args.backup).await? {
@@ -175,6 +215,7 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
         duration_seconds: t0.elapsed().as_secs_f64(),
         snapshot_seconds,
         transfer_seconds,
+        fingerprint_seconds,
         attempts: m.consistency.attempts,
     })
 }
@@ -235,10 +276,17 @@ fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snaps
         appenddirname: appenddirname.clone(),
         appendfilename,
     };
+    let scratch = ScratchSpec {
+        binary: match &args.scratch_server {
+            Some(b) => b.clone(),
+            None => {
+                scratch::default_binary(srv.info("server")?.get("executable").map(String::as_str))
+            }
+        },
+        modules: srv.loaded_modules()?,
+    };
     let rdb_path = data_dir.join(&dbfilename);
-    let mut last_diff = String::new();
     for attempt in 1..=args.attempts {
-        let before = srv.fingerprint()?;
         // Filesystem timestamps may be coarser than the clock; allow for it.
         let save_started = SystemTime::now() - Duration::from_secs(2);
         let save = srv.bgsave(Instant::now() + bgsave_timeout)?;
@@ -260,33 +308,26 @@ fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snaps
                 attempt,
                 "another save replaced the RDB before it was opened; retrying"
             );
-            last_diff = "another save replaced the RDB".into();
             continue;
         }
-        let after = srv.fingerprint()?;
-        let diff = before.differences(&after);
-        if diff.is_empty() {
-            let mut files = vec![(dbfilename.clone(), Role::Rdb, rdb_path.clone(), rdb)];
-            files.extend(extra_files(
-                &data_dir,
-                &appenddirname,
-                aclfile.as_deref(),
-                server_dir.as_deref(),
-            )?);
-            return Ok(Snapshot {
-                fingerprint: after,
-                attempts: attempt,
-                source,
-                files,
-            });
-        }
-        last_diff = diff.join("; ");
-        warn!(attempt, diff = %last_diff, "dataset changed while saving; retrying");
+        let mut files = vec![(dbfilename.clone(), Role::Rdb, rdb_path.clone(), rdb)];
+        files.extend(extra_files(
+            &data_dir,
+            &appenddirname,
+            aclfile.as_deref(),
+            server_dir.as_deref(),
+        )?);
+        return Ok(Snapshot {
+            scratch,
+            attempts: attempt,
+            source,
+            files,
+        });
     }
     Err(Error::DatasetChanged {
         backup: args.backup.clone(),
         attempts: args.attempts,
-        diff: last_diff,
+        diff: "another save replaced the RDB before it could be opened each time".into(),
     })
 }
 

@@ -88,6 +88,9 @@ pub enum Error {
         diff: String,
     },
 
+    #[error("backup \"{backup}\": the saved RDB did not load into a scratch server: {cause}")]
+    Unloadable { backup: String, cause: String },
+
     #[error("replica {replica} has not caught up with its primary {primary}: {cause}")]
     ReplicaBehind {
         replica: String,
@@ -116,7 +119,9 @@ impl Error {
             Error::RepoUnreachable { .. } | Error::Repo { .. } => exit::REPO,
             Error::BackupNotFound { .. } => exit::BACKUP_NOT_FOUND,
             Error::BackupExists { .. } => exit::BACKUP_EXISTS,
-            Error::Integrity { .. } | Error::BadManifest { .. } => exit::INTEGRITY,
+            Error::Integrity { .. } | Error::BadManifest { .. } | Error::Unloadable { .. } => {
+                exit::INTEGRITY
+            }
             Error::NoSpace { .. } => exit::NO_SPACE,
             Error::TargetNotEmpty { .. } => exit::TARGET_NOT_EMPTY,
             Error::VerifyMismatch { .. } => exit::VERIFY_MISMATCH,

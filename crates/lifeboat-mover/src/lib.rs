@@ -4,6 +4,7 @@
 //! fingerprint afterwards. See `docs/mover.md` for the command-line contract.
 
 pub mod backup;
+mod content;
 pub mod delete;
 pub mod direct;
 pub mod error;
@@ -14,6 +15,7 @@ pub mod marker;
 pub mod replica;
 pub mod repo;
 pub mod restore;
+pub mod scratch;
 pub mod server;
 pub mod stream;
 pub mod verify;

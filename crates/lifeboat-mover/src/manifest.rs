@@ -243,8 +243,14 @@ mod tests {
             keys: 3,
             ..Default::default()
         };
-        db.graphs
-            .insert("g".into(), GraphCounts { nodes: 2, edges: 1 });
+        db.graphs.insert(
+            "g".into(),
+            GraphCounts {
+                nodes: 2,
+                edges: 1,
+                digest: None,
+            },
+        );
         fp.databases.insert(0, db);
         let t = DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
             .unwrap()

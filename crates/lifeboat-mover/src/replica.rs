@@ -74,6 +74,7 @@ pub fn wait_caught_up(srv: &mut Server, opts: &ServerOpts, timeout: Duration) ->
     let primary_opts = ServerOpts {
         host,
         port,
+        unix_socket: None,
         connect_timeout: opts.connect_timeout.min(PRIMARY_CONNECT),
         command_timeout: PRIMARY_CONNECT,
         ..opts.clone()

@@ -18,6 +18,8 @@ const GRAPH_TYPE: &str = "graphdata";
 pub struct ServerOpts {
     pub host: String,
     pub port: u16,
+    /// A Unix socket to use instead of `host:port` (the backup's scratch server listens on one).
+    pub unix_socket: Option<std::path::PathBuf>,
     pub username: Option<String>,
     pub password: Option<String>,
     /// How long to keep retrying a refused connection (the server may still be starting).
@@ -28,13 +30,18 @@ pub struct ServerOpts {
 
 impl ServerOpts {
     pub fn addr(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        match &self.unix_socket {
+            Some(p) => p.display().to_string(),
+            None => format!("{}:{}", self.host, self.port),
+        }
     }
 }
 
 pub struct Server {
     con: redis::Connection,
     addr: String,
+    /// How this connection was made, for a second one (graph digests run beside key digests).
+    opts: ServerOpts,
     /// FalkorDB's module version when the graph module is loaded.
     pub graph_module: Option<String>,
 }
@@ -86,7 +93,11 @@ impl Server {
         if let Some(p) = &opts.password {
             redis_info = redis_info.set_password(p);
         }
-        let info = ConnectionAddr::Tcp(opts.host.clone(), opts.port)
+        let conn_addr = match &opts.unix_socket {
+            Some(p) => ConnectionAddr::Unix(p.clone()),
+            None => ConnectionAddr::Tcp(opts.host.clone(), opts.port),
+        };
+        let info = conn_addr
             .into_connection_info()
             .map_err(|e| classify(&addr, &e))?
             .set_redis_settings(redis_info);
@@ -117,6 +128,7 @@ impl Server {
         let mut server = Server {
             con,
             addr,
+            opts: opts.clone(),
             graph_module: None,
         };
         server.wait_loaded(ready_deadline)?;
@@ -128,12 +140,19 @@ impl Server {
         &self.addr
     }
 
-    fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T> {
+    pub(crate) fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T> {
         cmd.query(&mut self.con)
             .map_err(|e| classify(&self.addr, &e))
     }
 
-    fn server_err(&self, cause: impl Into<String>) -> Error {
+    pub(crate) fn query_pipe<T: redis::FromRedisValue>(
+        &mut self,
+        p: &redis::Pipeline,
+    ) -> Result<T> {
+        p.query(&mut self.con).map_err(|e| classify(&self.addr, &e))
+    }
+
+    pub(crate) fn server_err(&self, cause: impl Into<String>) -> Error {
         Error::Server {
             addr: self.addr.clone(),
             cause: cause.into(),
@@ -198,6 +217,42 @@ impl Server {
             }
         }
         Ok(None)
+    }
+
+    /// The modules the server loaded from a file, with their arguments, as `MODULE LIST` reports
+    /// them; built-in modules (no path) are left out.
+    pub fn loaded_modules(&mut self) -> Result<Vec<(std::path::PathBuf, Vec<String>)>> {
+        let modules: Value = self.query(&redis::cmd("MODULE").arg("LIST").clone())?;
+        let Value::Array(list) = modules else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for m in list {
+            let fields = match m {
+                Value::Array(f) => f,
+                Value::Map(kv) => kv.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+                _ => continue,
+            };
+            let mut path = None;
+            let mut args = Vec::new();
+            for pair in fields.chunks(2) {
+                if let [k, v] = pair {
+                    match value_to_string(k).as_deref() {
+                        Some("path") => path = value_to_string(v).filter(|p| !p.is_empty()),
+                        Some("args") => {
+                            if let Value::Array(a) = v {
+                                args = a.iter().filter_map(value_to_string).collect();
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if let Some(p) = path {
+                out.push((std::path::PathBuf::from(p), args));
+            }
+        }
+        Ok(out)
     }
 
     pub fn redis_version(&mut self) -> Result<String> {
@@ -319,7 +374,9 @@ impl Server {
         }
     }
 
-    /// The live fingerprint; see `fingerprint.rs` for the definition.
+    /// The live fingerprint; see `fingerprint.rs` for the definition. The content digests need
+    /// `DEBUG`; a server that refuses it (for a connection that is not local, by default) gets
+    /// counts only, which verification reports as a missing digest.
     pub fn fingerprint(&mut self) -> Result<Fingerprint> {
         let keyspace = self.info("keyspace")?;
         let mut dbs: Vec<u32> = keyspace
@@ -334,36 +391,109 @@ impl Server {
             Some(_) => self.query(&redis::cmd("GRAPH.LIST"))?,
             None => Vec::new(),
         };
+        let mut per_db: Vec<(u32, BTreeMap<String, GraphCounts>)> = Vec::new();
         for db in dbs {
             self.query::<()>(redis::cmd("SELECT").arg(db))?;
             let mut graphs = BTreeMap::new();
             for g in &all_graphs {
                 let t: String = self.query(redis::cmd("TYPE").arg(g))?;
                 if t == GRAPH_TYPE {
-                    let g = g.clone();
-                    let nodes = self.graph_count(&g, "MATCH (n) RETURN count(n)")?;
-                    let edges = self.graph_count(&g, "MATCH ()-[r]->() RETURN count(r)")?;
-                    graphs.insert(g, GraphCounts { nodes, edges });
+                    let nodes = self.graph_count(g, "MATCH (n) RETURN count(n)")?;
+                    let edges = self.graph_count(g, "MATCH ()-[r]->() RETURN count(r)")?;
+                    graphs.insert(
+                        g.clone(),
+                        GraphCounts {
+                            nodes,
+                            edges,
+                            digest: None,
+                        },
+                    );
                 }
             }
-            // Counted after the graph queries, which may themselves create telemetry streams.
-            let mut keys: u64 = self.query(&redis::cmd("DBSIZE"))?;
-            for g in graphs.keys() {
-                let t: String = self.query(redis::cmd("TYPE").arg(telemetry_key(g)))?;
-                if t == "stream" {
-                    keys = keys.saturating_sub(1);
+            per_db.push((db, graphs));
+        }
+        // Graphs are digested on a second connection while this one digests the keys: FalkorDB
+        // answers graph queries on its own threads, so the two overlap.
+        let jobs: Vec<(u32, String)> = per_db
+            .iter()
+            .flat_map(|(db, g)| g.keys().map(move |name| (*db, name.clone())))
+            .collect();
+        let opts = self.opts.clone();
+        let (graph_digests, key_digests) = std::thread::scope(|sc| {
+            let graphs = sc.spawn(move || -> Result<BTreeMap<(u32, String), String>> {
+                let mut out = BTreeMap::new();
+                if jobs.is_empty() {
+                    return Ok(out);
                 }
+                let mut other = Server::connect(&opts, Instant::now() + opts.connect_timeout)?;
+                for (db, g) in jobs {
+                    other.query::<()>(redis::cmd("SELECT").arg(db))?;
+                    let d = other.graph_digest(&g)?;
+                    out.insert((db, g), d);
+                }
+                Ok(out)
+            });
+            let mut keys = Vec::new();
+            let mut debug_allowed = true;
+            let res = (|| -> Result<()> {
+                for (db, graphs) in &per_db {
+                    self.query::<()>(redis::cmd("SELECT").arg(*db))?;
+                    let k = if debug_allowed {
+                        self.key_digests(*db, graphs)?
+                    } else {
+                        None
+                    };
+                    debug_allowed = k.is_some();
+                    keys.push(k);
+                }
+                Ok(())
+            })();
+            let g = graphs
+                .join()
+                .map_err(|_| Error::Internal("the graph digest thread panicked".into()))?;
+            res?;
+            Ok::<_, Error>((g?, keys))
+        })?;
+        for ((db, mut graphs), keys) in per_db.into_iter().zip(key_digests) {
+            for (name, counts) in graphs.iter_mut() {
+                counts.digest = graph_digests.get(&(db, name.clone())).cloned();
             }
-            if keys > 0 || !graphs.is_empty() {
-                fp.databases
-                    .insert(db, DatabaseFingerprint { keys, graphs });
+            let entry = match keys {
+                // Counted by the scan itself, so that the count and the digest describe the
+                // same keys even when some expire meanwhile.
+                Some(k) => DatabaseFingerprint {
+                    keys: k.persistent.count() + k.volatile.count(),
+                    graphs,
+                    digest: Some(k.persistent.hex()),
+                    volatile: k.volatile_keys(),
+                },
+                None => {
+                    self.query::<()>(redis::cmd("SELECT").arg(db))?;
+                    // Counted after the graph queries, which may themselves create telemetry
+                    // streams.
+                    let mut keys: u64 = self.query(&redis::cmd("DBSIZE"))?;
+                    for g in graphs.keys() {
+                        let t: String = self.query(redis::cmd("TYPE").arg(telemetry_key(g)))?;
+                        if t == "stream" {
+                            keys = keys.saturating_sub(1);
+                        }
+                    }
+                    DatabaseFingerprint {
+                        keys,
+                        graphs,
+                        ..Default::default()
+                    }
+                }
+            };
+            if entry.keys > 0 || !entry.graphs.is_empty() {
+                fp.databases.insert(db, entry);
             }
         }
         self.query::<()>(redis::cmd("SELECT").arg(0))?;
         Ok(fp)
     }
 
-    fn graph_count(&mut self, graph: &str, q: &str) -> Result<u64> {
+    pub(crate) fn graph_count(&mut self, graph: &str, q: &str) -> Result<u64> {
         let v: Value = self.query(redis::cmd("GRAPH.RO_QUERY").arg(graph).arg(q))?;
         // Reply shape: [header, rows, statistics]; rows = [[count]].
         let n = match &v {
@@ -394,7 +524,7 @@ fn value_to_string(v: &Value) -> Option<String> {
     }
 }
 
-fn value_to_u64(v: &Value) -> Option<u64> {
+pub(crate) fn value_to_u64(v: &Value) -> Option<u64> {
     match v {
         Value::Int(i) => u64::try_from(*i).ok(),
         other => value_to_string(other).and_then(|s| s.parse().ok()),
@@ -459,6 +589,7 @@ impl ServerArgs {
         Ok(ServerOpts {
             host: self.host.clone(),
             port: self.port,
+            unix_socket: None,
             username: self.username.clone(),
             password,
             connect_timeout: Duration::from_secs(self.connect_timeout),

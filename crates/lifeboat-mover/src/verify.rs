@@ -29,6 +29,11 @@ pub struct VerifyArgs {
     /// Seconds to wait for the server to accept connections and finish loading its dataset.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u64,
+    /// Ask the pod's instance manager on this port for the live fingerprint instead of the
+    /// server itself. The content digest needs `DEBUG`, which Lifeboat's data servers allow
+    /// over loopback only; the manager is on loopback. The password is its bearer token.
+    #[arg(long, env = "LIFEBOAT_MANAGER_PORT")]
+    pub manager_port: Option<u16>,
 }
 
 #[derive(Debug, Serialize)]
@@ -81,17 +86,60 @@ pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
     let mut opts = args.server.opts()?;
     let timeout = Duration::from_secs(args.timeout);
     opts.connect_timeout = opts.connect_timeout.max(timeout);
-    let live = tokio::task::spawn_blocking(move || -> Result<Fingerprint> {
-        let mut srv = Server::connect(&opts, Instant::now() + timeout)?;
-        srv.fingerprint()
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("verify task failed: {e}")))??;
+    let live = match args.manager_port {
+        Some(port) => from_manager(&opts, port, timeout).await?,
+        None => tokio::task::spawn_blocking(move || -> Result<Fingerprint> {
+            let mut srv = Server::connect(&opts, Instant::now() + timeout)?;
+            srv.fingerprint()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("verify task failed: {e}")))??,
+    };
     Ok(compare(backup, expected, live))
 }
 
+/// The live fingerprint as the pod's instance manager computes it over loopback.
+async fn from_manager(
+    opts: &crate::server::ServerOpts,
+    port: u16,
+    timeout: Duration,
+) -> Result<Fingerprint> {
+    let url = format!("http://{}:{port}/fingerprint", opts.host);
+    let unreachable = |cause: String| Error::ServerUnreachable {
+        addr: format!("{}:{port} (instance manager)", opts.host),
+        cause,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| Error::Internal(format!("building the HTTP client: {e}")))?;
+    let mut req = client.get(&url);
+    if let Some(p) = &opts.password {
+        req = req.bearer_auth(p);
+    }
+    let resp = req.send().await.map_err(|e| unreachable(e.to_string()))?;
+    let status = resp.status();
+    let body = resp.text().await.map_err(|e| unreachable(e.to_string()))?;
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(Error::ServerAuth {
+            addr: url,
+            cause: body,
+        });
+    }
+    if !status.is_success() {
+        return Err(Error::Server {
+            addr: url,
+            cause: format!("answered {status}: {body}"),
+        });
+    }
+    serde_json::from_str(&body).map_err(|e| Error::Server {
+        addr: url,
+        cause: format!("unreadable fingerprint: {e}"),
+    })
+}
+
 pub fn compare(backup_name: String, expected: Fingerprint, live: Fingerprint) -> VerifyReport {
-    let differences = expected.differences(&live);
+    let differences = expected.differences(&live, chrono::Utc::now().timestamp_millis());
     let matches = differences.is_empty();
     let message = if !matches {
         format!(

@@ -6,70 +6,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use support::*;
-
-struct Fixture {
-    _t: tempfile::TempDir,
-    root: PathBuf,
-    repo_dir: PathBuf,
-    repo: String,
-    src: Server,
-}
-
-impl Fixture {
-    fn new(falkordb: bool) -> Fixture {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path().to_path_buf();
-        let repo_dir = root.join("repo");
-        std::fs::create_dir(&repo_dir).unwrap();
-        let repo = file_repo(&repo_dir);
-        let src = Server::start(&root.join("src"), falkordb);
-        Fixture {
-            _t: t,
-            root,
-            repo_dir,
-            repo,
-            src,
-        }
-    }
-
-    fn backup(&self, name: &str) -> Out {
-        let mut a = vec![
-            "backup".to_string(),
-            "--backup".into(),
-            name.into(),
-            "--repo".into(),
-            self.repo.clone(),
-        ];
-        a.extend(self.src.args());
-        mover(&a, &[])
-    }
-
-    fn restore(&self, name: &str, target: &Path) -> Out {
-        mover(
-            &[
-                "restore",
-                "--backup",
-                name,
-                "--repo",
-                &self.repo,
-                "--target",
-                target.to_str().unwrap(),
-            ],
-            &[],
-        )
-    }
-
-    fn object(&self, name: &str) -> PathBuf {
-        self.repo_dir
-            .join(name)
-            .join("objects")
-            .join("dump.rdb.zst")
-    }
-}
 
 /// Enough pseudo-random data that the RDB is several MiB even after compression.
 fn populate_bulk(s: &Server, mib: usize) {
@@ -364,52 +302,6 @@ fn existing_backup_is_never_overwritten_exit_13() {
     assert_eq!(
         std::fs::read(f.repo_dir.join("b1/manifest.json")).unwrap(),
         before
-    );
-}
-
-#[test]
-fn dataset_changing_during_every_attempt_exits_12() {
-    let f = Fixture::new(false);
-    populate(&f.src);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut c = f.src.con();
-    let s2 = stop.clone();
-    let writer = std::thread::spawn(move || {
-        let mut i = 0u64;
-        while !s2.load(Ordering::Relaxed) {
-            redis::cmd("SET")
-                .arg(format!("churn:{i}"))
-                .arg(i)
-                .query::<()>(&mut c)
-                .unwrap();
-            i += 1;
-        }
-        i
-    });
-    let mut a = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "busy".into(),
-        "--repo".into(),
-        f.repo.clone(),
-        "--attempts".into(),
-        "2".into(),
-    ];
-    a.extend(f.src.args());
-    let o = mover(&a, &[]);
-    stop.store(true, Ordering::Relaxed);
-    let writes = writer.join().unwrap();
-    o.assert_fails(
-        12,
-        &[
-            "backup \"busy\": dataset changed during backup in each of 2 attempts",
-            "keys in backup",
-        ],
-    );
-    assert!(writes > 0);
-    assert!(
-        !f.repo_dir.join("busy").join("manifest.json").exists(),
-        "no backup may be published"
     );
 }
 

@@ -46,16 +46,19 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
         10 + 1 + 2,
         "db0: 10 strings, a hash, 2 graphs: {out}"
     );
-    assert_eq!(
-        fp["0"]["graphs"]["social"],
-        serde_json::json!({"nodes": 3, "edges": 2}),
-        "{out}"
-    );
-    assert_eq!(
-        fp["1"]["graphs"]["roads"],
-        serde_json::json!({"nodes": 100, "edges": 50}),
-        "{out}"
-    );
+    for (db, g, nodes, edges) in [("0", "social", 3, 2), ("1", "roads", 100, 50)] {
+        let counts = &fp[db]["graphs"][g];
+        assert_eq!(
+            (&counts["nodes"], &counts["edges"]),
+            (&serde_json::json!(nodes), &serde_json::json!(edges)),
+            "{out}"
+        );
+        assert_eq!(
+            counts["digest"].as_str().map(str::len),
+            Some(64),
+            "graph {g} has a content digest: {out}"
+        );
+    }
     assert_eq!(fp["1"]["keys"], 15 + 1 + 1, "{out}");
     assert_eq!(fp["3"]["keys"], 25 + 1, "{out}");
     assert!(fp.get("2").is_none(), "{out}");
@@ -196,9 +199,14 @@ fn plain_redis_without_graph_module_round_trips() {
     let out = mover(&args, &[]);
     let fp = out.assert_ok().json()["fingerprint"].clone();
     assert_eq!(
-        fp["databases"]["1"],
-        serde_json::json!({"keys": 16}),
+        fp["databases"]["1"]["keys"],
+        serde_json::json!(16),
         "15 strings and a hash: {out}"
+    );
+    assert_eq!(
+        fp["databases"]["1"]["digest"].as_str().map(str::len),
+        Some(64),
+        "a content digest: {out}"
     );
     let dst = t.path().join("dst");
     mover(

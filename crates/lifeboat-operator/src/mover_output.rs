@@ -23,6 +23,17 @@ pub struct DatabaseFingerprint {
     pub keys: u64,
     #[serde(default)]
     pub graphs: BTreeMap<String, GraphCounts>,
+    /// Content digest of the keys without a TTL.
+    #[serde(default)]
+    pub digest: Option<String>,
+    #[serde(default)]
+    pub volatile: Option<VolatileKeys>,
+}
+
+/// The keys with a TTL of one database.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct VolatileKeys {
+    pub keys: u64,
 }
 
 /// One graph's size.
@@ -30,6 +41,8 @@ pub struct DatabaseFingerprint {
 pub struct GraphCounts {
     pub nodes: u64,
     pub edges: u64,
+    #[serde(default)]
+    pub digest: Option<String>,
 }
 
 impl From<&Fingerprint> for DatasetFingerprint {
@@ -51,7 +64,22 @@ impl From<&Fingerprint> for DatasetFingerprint {
                         name: name.clone(),
                         nodes: as_i64(g.nodes),
                         edges: as_i64(g.edges),
+                        digest: g.digest.clone(),
                     })
+                })
+                .collect(),
+            digests: f
+                .databases
+                .iter()
+                .filter_map(|(db, d)| d.digest.clone().map(|g| (db.to_string(), g)))
+                .collect(),
+            volatile_keys: f
+                .databases
+                .iter()
+                .filter_map(|(db, d)| {
+                    d.volatile
+                        .as_ref()
+                        .map(|v| (db.to_string(), as_i64(v.keys)))
                 })
                 .collect(),
         }
@@ -112,7 +140,8 @@ mod tests {
     fn reads_the_documented_backup_line() {
         let logs = "{\"level\":\"INFO\",\"fields\":{\"message\":\"backup complete\"}}\n\
             {\"backupName\":\"nightly-1\",\"repo\":\"s3://b/p\",\"totalSize\":1192377825,\"storedSize\":330412031,\"objectCount\":1,\
-            \"fingerprint\":{\"databases\":{\"0\":{\"keys\":13,\"graphs\":{\"social\":{\"nodes\":3,\"edges\":2}}},\"2\":{\"keys\":0}}},\
+            \"fingerprint\":{\"databases\":{\"0\":{\"keys\":13,\"graphs\":{\"social\":{\"nodes\":3,\"edges\":2,\"digest\":\"abababababababababababababababababababababababababababababababab\"}},\
+            \"digest\":\"cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd\",\"volatile\":{\"keys\":4,\"digest\":\"ef\",\"firstExpiryMs\":1}},\"2\":{\"keys\":0}}},\
             \"durationSeconds\":6.94,\"snapshotSeconds\":1.78,\"transferSeconds\":5.16,\"attempts\":1}\n";
         let b: BackupLine = last(logs).expect("parses");
         assert_eq!(b.backup_name, "nightly-1");
@@ -126,9 +155,15 @@ mod tests {
                 db: 0,
                 name: "social".into(),
                 nodes: 3,
-                edges: 2
+                edges: 2,
+                digest: Some("ab".repeat(32)),
             }]
         );
+        assert_eq!(
+            f.digests.get("0").map(String::as_str),
+            Some("cd".repeat(32).as_str())
+        );
+        assert_eq!(f.volatile_keys.get("0"), Some(&4));
     }
 
     #[test]

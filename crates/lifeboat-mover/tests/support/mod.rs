@@ -144,6 +144,8 @@ impl Server {
                 "--dbfilename",
                 "dump.rdb",
             ])
+            // As in the data pods: DEBUG (for content digests) only over loopback.
+            .args(["--enable-debug-command", "local"])
             .args(["--requirepass", PASSWORD, "--save", "", "--logfile"])
             .arg(&log)
             .args(extra)
@@ -488,5 +490,90 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A source server with a file repo beside it, in one temporary directory.
+pub struct Fixture {
+    _t: tempfile::TempDir,
+    pub root: PathBuf,
+    pub repo_dir: PathBuf,
+    pub repo: String,
+    pub src: Server,
+}
+
+impl Fixture {
+    pub fn new(falkordb: bool) -> Fixture {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().to_path_buf();
+        let repo_dir = root.join("repo");
+        std::fs::create_dir(&repo_dir).unwrap();
+        let repo = file_repo(&repo_dir);
+        let src = Server::start(&root.join("src"), falkordb);
+        Fixture {
+            _t: t,
+            root,
+            repo_dir,
+            repo,
+            src,
+        }
+    }
+
+    pub fn backup(&self, name: &str) -> Out {
+        self.backup_with(name, &[])
+    }
+
+    pub fn backup_with(&self, name: &str, extra: &[&str]) -> Out {
+        let mut a = vec![
+            "backup".to_string(),
+            "--backup".into(),
+            name.into(),
+            "--repo".into(),
+            self.repo.clone(),
+        ];
+        a.extend(self.src.args());
+        a.extend(extra.iter().map(|s| s.to_string()));
+        mover(&a, &[])
+    }
+
+    pub fn restore(&self, name: &str, target: &Path) -> Out {
+        mover(
+            &[
+                "restore",
+                "--backup",
+                name,
+                "--repo",
+                &self.repo,
+                "--target",
+                target.to_str().unwrap(),
+            ],
+            &[],
+        )
+    }
+
+    /// Restores `name` into a fresh directory and starts a server over it.
+    pub fn restored(&self, name: &str) -> Server {
+        let dst = self.root.join(format!("dst-{name}"));
+        self.restore(name, &dst).assert_ok();
+        Server::start(&dst, self.src.falkordb)
+    }
+
+    pub fn verify(&self, name: &str, live: &Server) -> Out {
+        let mut a = vec![
+            "verify".to_string(),
+            "--backup".into(),
+            name.into(),
+            "--repo".into(),
+            self.repo.clone(),
+        ];
+        a.extend(live.args());
+        mover(&a, &[])
+    }
+
+    pub fn object(&self, name: &str) -> PathBuf {
+        self.repo_dir
+            .join(name)
+            .join("objects")
+            .join("dump.rdb.zst")
     }
 }

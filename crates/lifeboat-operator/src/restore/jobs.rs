@@ -243,6 +243,12 @@ pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
     env_vars.push(env("LIFEBOAT_LOG_FORMAT", "json"));
     env_vars.push(env("LIFEBOAT_VERIFY_HOSTS", hosts.join(" ")));
     env_vars.push(password_env(secret, "LIFEBOAT_REDIS_PASSWORD"));
+    // The live fingerprint comes from each pod's instance manager, which alone may run the
+    // DEBUG DIGEST-VALUE the content digest needs (over loopback).
+    env_vars.push(env(
+        "LIFEBOAT_MANAGER_PORT",
+        crate::engine::replication::MANAGER_PORT.to_string(),
+    ));
     // Each server is verified on its own: a replica that has not synced, or a primary that lost
     // keys, both fail the restore.
     let script = "set -e; for h in $LIFEBOAT_VERIFY_HOSTS; do \

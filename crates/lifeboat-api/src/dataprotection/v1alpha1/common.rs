@@ -120,6 +120,14 @@ pub struct DatasetFingerprint {
     /// FalkorDB graphs with their node and edge counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graphs: Vec<GraphFingerprint>,
+    /// Content digest of the keys without a TTL, per database index: an order-independent
+    /// digest of every key's name, type and value. Absent for backups taken before digests.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub digests: BTreeMap<String, String>,
+    /// How many of each database's keys carry a TTL. They are digested apart and compared
+    /// exactly only while none can have expired, so expiry fails no good restore.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub volatile_keys: BTreeMap<String, i64>,
 }
 
 /// One graph's size.
@@ -134,4 +142,7 @@ pub struct GraphFingerprint {
     pub nodes: i64,
     /// How many edges it holds.
     pub edges: i64,
+    /// Digest of its nodes and edges with their labels, types and properties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
