@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -439,27 +440,55 @@ pub fn restored_cluster(
     m
 }
 
-/// Watches a restoring Cluster and records every moment it lies: a data pod Ready before the
-/// Restore completed, or the Cluster `Running` while its Restore is not `Completed`.
+/// Watches a restoring Cluster and records every moment it lies: a data pod that became Ready
+/// before its Restore completed, or the Cluster `Running` while its Restore is not `Completed`.
+///
+/// Readiness is judged by time, not by order of arrival: a pod's `Ready` condition carries the
+/// time it turned true, the Restore its completion time, and a pod is a lie when the first is
+/// earlier (or the Restore has none). A watch that saw nothing, or failed, fails the check: it
+/// proves nothing either way.
 pub struct LieWatcher {
-    violations: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default, Clone)]
+struct Seen {
+    events: usize,
+    violations: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// When a pod's `Ready` condition last turned true, if it is true.
+fn ready_since(p: &Pod) -> Option<Timestamp> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+        })
+}
+
+/// Whether a pod Ready since `ready` lies about a Restore completed at `completed`: it does
+/// unless the Restore had completed by then (timestamps have whole seconds).
+pub fn ready_before_verified(ready: Timestamp, completed: Option<Timestamp>) -> bool {
+    completed.is_none_or(|c| ready < c)
 }
 
 impl LieWatcher {
     /// Starts watching Cluster `cluster` in `ns`.
     pub fn start(client: Client, ns: &str, cluster: &str) -> Self {
-        let violations = Arc::new(Mutex::new(Vec::new()));
-        let v = violations.clone();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let v = seen.clone();
         let (ns, cluster) = (ns.to_owned(), cluster.to_owned());
         let task = tokio::spawn(async move {
             let restores: Api<Restore> = Api::namespaced(client.clone(), &ns);
             let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
             let restore_name = format!("{cluster}-falkordb-restore");
-            let restore_done = |r: Option<Restore>| {
-                r.and_then(|r| r.status).and_then(|s| s.phase) == Some(RestorePhase::Completed)
-            };
             let sel = format!(
                 "app.kubernetes.io/instance={cluster},apps.kubeblocks.io/component-name=falkordb"
             );
@@ -474,52 +503,78 @@ impl LieWatcher {
             .map(|e| e.map(|c| Either::Cluster(Box::new(c))));
             let mut events = futures::stream::select(pod_events, cluster_events).boxed();
             while let Some(ev) = events.next().await {
-                let Ok(ev) = ev else { continue };
-                // Read the Restore fresh: the watch event must be judged against the state
-                // Lifeboat had committed when it happened, not a cached one.
-                let done = restore_done(restores.get_opt(&restore_name).await.ok().flatten());
-                let lie = match ev {
-                    Either::Pod(p) => {
-                        let ready = p
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.conditions.as_ref())
-                            .is_some_and(|cs| {
-                                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                            });
-                        (ready && !done).then(|| {
-                            format!(
-                                "pod {} is Ready before Restore {restore_name} completed",
-                                p.name_any()
-                            )
-                        })
+                let record = |f: &dyn Fn(&mut Seen)| {
+                    if let Ok(mut g) = v.lock() {
+                        f(&mut g);
                     }
+                };
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        let msg = format!("watch error: {e}");
+                        record(&|g| g.errors.push(msg.clone()));
+                        continue;
+                    }
+                };
+                record(&|g| g.events += 1);
+                let restore = match restores.get_opt(&restore_name).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let msg = format!("reading Restore {restore_name}: {e}");
+                        record(&|g| g.errors.push(msg.clone()));
+                        continue;
+                    }
+                };
+                let status = restore.and_then(|r| r.status);
+                let done = status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Completed);
+                let completed = status
+                    .as_ref()
+                    .and_then(|s| s.completion_timestamp.as_ref())
+                    .map(|t| t.0);
+                let lie = match ev {
+                    Either::Pod(p) => ready_since(&p)
+                        .filter(|since| ready_before_verified(*since, completed))
+                        .map(|since| {
+                            format!(
+                                "pod {} is Ready since {since} but Restore {restore_name} completed {}",
+                                p.name_any(),
+                                completed.map_or("never".to_owned(), |c| format!("at {c}"))
+                            )
+                        }),
                     Either::Cluster(c) => {
                         let running =
                             c.status.as_ref().and_then(|s| s.phase) == Some(ClusterPhase::Running);
                         (running && !done).then(|| format!("Cluster {cluster} is Running while Restore {restore_name} is not Completed"))
                     }
                 };
-                if let Some(l) = lie
-                    && let Ok(mut g) = v.lock()
-                {
-                    g.push(l);
+                if let Some(l) = lie {
+                    record(&|g| g.violations.push(l.clone()));
                 }
             }
         });
-        Self { violations, task }
+        Self { seen, task }
     }
 
-    /// Stops watching; fails listing every lie seen.
+    /// Stops watching; fails listing every lie seen, or when the watch saw nothing or failed.
     pub fn finish(self) -> Result<()> {
         self.task.abort();
-        let v = self
-            .violations
-            .lock()
-            .map(|g| g.clone())
-            .unwrap_or_default();
-        if !v.is_empty() {
-            bail!("the restore lied {} time(s): {}", v.len(), v.join("; "));
+        let s = self.seen.lock().map(|g| g.clone()).unwrap_or_default();
+        if !s.violations.is_empty() {
+            bail!(
+                "the restore lied {} time(s): {}",
+                s.violations.len(),
+                s.violations.join("; ")
+            );
+        }
+        if !s.errors.is_empty() {
+            bail!(
+                "the lie watch failed {} time(s), so it proves nothing: {}",
+                s.errors.len(),
+                s.errors.join("; ")
+            );
+        }
+        if s.events == 0 {
+            bail!("the lie watch saw no event at all, so it proves nothing");
         }
         Ok(())
     }
@@ -556,20 +611,21 @@ pub async fn assert_restored(ns: &TestNamespace, cluster: &str, want: &Written) 
         if name == primary {
             continue;
         }
-        poll(
-            &format!("replica {name} to hold the data"),
-            Duration::from_secs(60),
-            || async {
-                let size = data_keys(&pods, &name, 0).await?;
-                let want0 = want.keys.get(&0).copied().unwrap_or(0);
-                Ok(if size == want0 {
-                    Ok(())
-                } else {
-                    Err(format!("db0 holds {size} keys, {want0} were backed up"))
-                })
-            },
-        )
-        .await?;
+        // At once, no polling: the Cluster is Running only after every server, replicas
+        // included, was verified, so a replica still catching up here is a lie.
+        for (db, n) in &want.keys {
+            let size = data_keys(&pods, &name, *db).await?;
+            ensure!(
+                size == *n,
+                "replica {name}: db{db} holds {size} keys right after Running, {n} were backed up"
+            );
+        }
+        let rows = graph_rows(&redis_cli(&pods, &name, GRAPH_QUERY).await?);
+        ensure!(
+            rows == want.graph_rows,
+            "graph rows differ on replica {name} right after Running:\n{rows}\nvs backed up:\n{}",
+            want.graph_rows
+        );
     }
     let mut masters = Vec::new();
     for s in component_pods(ns, cluster, "falkordb-sent").await? {
@@ -646,4 +702,25 @@ pub async fn restore_report(ns: &TestNamespace, cluster: &str) -> Result<String>
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn a_pod_ready_before_the_restore_completed_is_a_lie_whenever_it_is_seen() {
+        let done = Some(at("2026-12-03T10:00:05Z"));
+        assert!(ready_before_verified(at("2026-12-03T10:00:04Z"), done));
+        assert!(!ready_before_verified(at("2026-12-03T10:00:05Z"), done));
+        assert!(!ready_before_verified(at("2026-12-03T10:00:09Z"), done));
+        assert!(
+            ready_before_verified(at("2026-12-03T10:00:09Z"), None),
+            "Ready while the Restore has not completed at all"
+        );
+    }
 }

@@ -522,6 +522,125 @@ async fn invalid_cluster_fails_naming_the_field_and_creates_nothing() -> Result<
 }
 
 #[tokio::test]
+async fn an_invalid_edit_of_a_running_cluster_keeps_following_its_roles() -> Result<()> {
+    in_namespace("cluster-invalid-edit", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let clusters: Api<Cluster> = ns.api();
+        let pods: Api<Pod> = ns.api();
+        let edit = |replicas: i32| {
+            Patch::<serde_json::Value>::Json(
+                serde_json::from_value(json!([
+                    {"op": "replace", "path": "/spec/componentSpecs/1/replicas", "value": replicas}
+                ]))
+                .expect("a JSON patch"),
+            )
+        };
+        // One sentinel is not a quorum: the edit is invalid.
+        clusters
+            .patch("fdb", &PatchParams::default(), &edit(1))
+            .await?;
+        let msg = poll(
+            "the Cluster to refuse the edit, naming the field",
+            Duration::from_secs(60),
+            || async {
+                let st = clusters.get("fdb").await?.status.unwrap_or_default();
+                let msg = st.message.clone().unwrap_or_default();
+                Ok(
+                    if msg.contains("spec.componentSpecs[1].replicas")
+                        && msg.contains("not applied")
+                    {
+                        Ok(msg)
+                    } else {
+                        Err(format!("phase {:?}: {msg}", st.phase))
+                    },
+                )
+            },
+        )
+        .await?;
+        eprintln!("the Cluster says: {msg}");
+        let sts: Api<StatefulSet> = ns.api();
+        let sentinels = sts
+            .get("fdb-falkordb-sent")
+            .await?
+            .spec
+            .and_then(|s| s.replicas);
+        ensure!(
+            sentinels == Some(3),
+            "the invalid edit was applied: {sentinels:?} sentinels"
+        );
+
+        // A failover while the spec is invalid: the role label and the Service still follow.
+        let old = poll("one primary label", Duration::from_secs(30), || {
+            primary_pod(&ns, "fdb")
+        })
+        .await?;
+        pods.delete(&old, &DeleteParams::default()).await?;
+        let new_primary = poll(
+            "the primary label to move off the deleted pod",
+            Duration::from_secs(120),
+            || async {
+                Ok(match primary_pod(&ns, "fdb").await? {
+                    Ok(p) if p != old => Ok(p),
+                    Ok(p) => Err(format!("primary label still on {p}")),
+                    Err(e) => Err(e),
+                })
+            },
+        )
+        .await?;
+        let endpoints: Api<Endpoints> = ns.api();
+        poll(
+            "the client Service to route to the new primary",
+            Duration::from_secs(60),
+            || async {
+                let ep = endpoints.get_opt("fdb-falkordb").await?;
+                let targets: Vec<String> = ep
+                    .and_then(|e| e.subsets)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .flat_map(|s| s.addresses.unwrap_or_default())
+                    .filter_map(|a| a.target_ref.and_then(|r| r.name))
+                    .collect();
+                Ok(if targets == vec![new_primary.clone()] {
+                    Ok(())
+                } else {
+                    Err(format!("endpoints {targets:?}"))
+                })
+            },
+        )
+        .await?;
+        let c = clusters.get("fdb").await?;
+        let still = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            still.contains("spec.componentSpecs[1].replicas"),
+            "the Cluster stopped saying the edit is invalid: {still}"
+        );
+
+        // Fixed, the message goes and the Cluster is Running.
+        clusters
+            .patch("fdb", &PatchParams::default(), &edit(3))
+            .await?;
+        poll(
+            "the Cluster to accept the fixed spec",
+            Duration::from_secs(120),
+            || async {
+                let st = clusters.get("fdb").await?.status.unwrap_or_default();
+                Ok(
+                    if st.phase == Some(ClusterPhase::Running) && st.message.is_none() {
+                        Ok(())
+                    } else {
+                        Err(format!("phase {:?}: {:?}", st.phase, st.message))
+                    },
+                )
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn redis_replication_cluster_runs_replicates_and_agrees_on_the_master() -> Result<()> {
     in_namespace("cluster-redis", |ns| async move {
         create_cluster(&ns, redis_cluster("rds", 2)).await?;

@@ -23,6 +23,13 @@ const REPO: &str = "lifeboat-e2e-repo";
 const SOURCE_NS: &str = "e2e-restore-source";
 const BACKUP: &str = "fdb-backup-datafile";
 const EMPTY_BACKUP: &str = "empty-backup-datafile";
+/// How often the operator looks at a restoring Cluster, and at a running Backup: a failure is
+/// noticed at most one period after its deadline.
+const CLUSTER_REQUEUE: Duration = Duration::from_secs(5);
+const BACKUP_REQUEUE: Duration = Duration::from_secs(10);
+/// What a deadline may be overrun by beyond one period: the start time is recorded a pass after
+/// creation, and the bed is shared by parallel tests.
+const DEADLINE_SLACK: Duration = Duration::from_secs(30);
 
 struct Source {
     written: Written,
@@ -121,19 +128,7 @@ async fn restore_and_check(
             );
             assert_restored(&ns, name, &written).await?;
             assert_verification(&ns, name).await?;
-            let jobs: Api<Job> = ns.api();
-            let prepare: Vec<String> = jobs
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .map(|j| j.name_any())
-                .filter(|n| n.starts_with(&format!("{name}-falkordb-prepare-")))
-                .collect();
-            ensure!(
-                prepare.len() == usize::try_from(replicas)?,
-                "expected one prepareData Job per volume, found {prepare:?}"
-            );
+            assert_restore_jobs(&ns, name, replicas).await?;
             eprintln!("{}", restore_report(&ns, name).await?);
             Ok(())
         }
@@ -232,6 +227,44 @@ async fn deprecated_annotation_publishes_a_warning_event() -> Result<()> {
     .await
 }
 
+/// Checks the restore of `name` ran one prepareData Job per volume and its verify Job, all
+/// succeeded.
+async fn assert_restore_jobs(ns: &TestNamespace, name: &str, replicas: i32) -> Result<()> {
+    let jobs: Api<Job> = ns.api();
+    let all = jobs.list(&ListParams::default()).await?.items;
+    let succeeded = |j: &Job| j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) > 0;
+    let prepare: Vec<(String, bool)> = all
+        .iter()
+        .filter(|j| {
+            j.name_any()
+                .starts_with(&format!("{name}-falkordb-prepare-"))
+        })
+        .map(|j| (j.name_any(), succeeded(j)))
+        .collect();
+    ensure!(
+        prepare.len() == usize::try_from(replicas)? && prepare.iter().all(|(_, ok)| *ok),
+        "expected one succeeded prepareData Job per volume, found {prepare:?}"
+    );
+    let verify = format!("{name}-falkordb-verify");
+    ensure!(
+        all.iter().any(|j| j.name_any() == verify && succeeded(j)),
+        "no succeeded verify Job {verify}"
+    );
+    Ok(())
+}
+
+async fn r_verification(
+    restores: &Api<Restore>,
+    name: &str,
+) -> Result<lifeboat_api::dataprotection::v1alpha1::RestoreVerification> {
+    restores
+        .get(name)
+        .await?
+        .status
+        .and_then(|s| s.verification)
+        .ok_or_else(|| anyhow::anyhow!("Restore {name} records no verification"))
+}
+
 #[tokio::test]
 async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
     in_source("r-empty", |ns| async move {
@@ -267,6 +300,15 @@ async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
                 r.status.and_then(|s| s.phase) == Some(RestorePhase::Completed),
                 "empty restore not reported Completed"
             );
+            // Verified like any other: both fingerprints recorded, and empty.
+            assert_verification(&ns, "r-empty").await?;
+            let v = r_verification(&restores, "r-empty-falkordb-restore").await?;
+            ensure!(
+                v.expected.keys.is_empty() && v.expected.graphs.is_empty(),
+                "the empty backup's fingerprint is not empty: {:?}",
+                v.expected
+            );
+            assert_restore_jobs(&ns, "r-empty", 2).await?;
             Ok(())
         }
         .await;
@@ -513,9 +555,20 @@ async fn restore_job_that_can_never_be_scheduled_fails_by_its_deadline() -> Resu
             msg.contains("cannot be scheduled") && msg.contains("deadline of 1m0s"),
             "message does not quote the scheduler and the deadline: {msg}"
         );
+        // The deadline plus one reconcile period (5 s while restoring) plus slack for the
+        // Restore's start being recorded and a busy bed.
+        let took = started.elapsed();
+        let bound = Duration::from_secs(60) + CLUSTER_REQUEUE + DEADLINE_SLACK;
         eprintln!(
-            "unschedulable restore Failed {:.0}s after creation (deadline 60s): {msg}",
-            started.elapsed().as_secs_f64()
+            "unschedulable restore Failed {:.0}s after creation (deadline 60s, bound {}s): {msg}",
+            took.as_secs_f64(),
+            bound.as_secs()
+        );
+        ensure!(
+            took <= bound,
+            "the restore failed {:.0}s after creation, past its 60s deadline plus {}s",
+            took.as_secs_f64(),
+            (bound - Duration::from_secs(60)).as_secs()
         );
         // The failed Job is kept for its logs.
         let jobs: Api<Job> = ns.api();
@@ -532,63 +585,12 @@ async fn restore_job_that_can_never_be_scheduled_fails_by_its_deadline() -> Resu
 
 #[tokio::test]
 async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result<()> {
-    let _ = source().await?;
-    let client = client().await?;
-    let src = TestNamespace {
-        client: client.clone(),
-        name: SOURCE_NS.into(),
-    };
-    // A backup of its own: corrupting the shared one would break the other tests. It is in REPO,
-    // whose volume the corrupter mounts.
-    let b = backup(&src, "fdb", "to-corrupt", REPO).await?;
-    let repo_name = b
-        .status
-        .and_then(|s| s.dataset)
-        .map(|d| d.manifest_path)
-        .unwrap_or_default();
+    // A backup of its own: corrupting the shared one would break the other tests.
+    let (src, repo_name) = backup_to_fault("to-corrupt").await?;
     // Flip one byte of the stored RDB object through a pod that mounts the repo volume.
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = src.api();
-    let _ = pods.delete("corrupter", &DeleteParams::default()).await;
-    poll(
-        "the old corrupter pod to go",
-        Duration::from_secs(60),
-        || async {
-            Ok(if pods.get_opt("corrupter").await?.is_none() {
-                Ok(())
-            } else {
-                Err("still there".to_string())
-            })
-        },
-    )
-    .await?;
-    src.create::<k8s_openapi::api::core::v1::Pod>(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "corrupter"},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "c", "image": lifeboat_e2e::BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", format!("f=$(ls /repo/{repo_name}/objects/*.zst | head -n1) && printf 'X' | dd of=\"$f\" bs=1 seek=64 conv=notrunc && echo corrupted $f")],
-                "volumeMounts": [{"name": "repo", "mountPath": "/repo"}]}],
-            "volumes": [{"name": "repo", "persistentVolumeClaim": {"claimName": format!("lifeboat-repo-{REPO}")}}]
-        }
-    }))
-    .await?;
-    poll(
-        "the corrupter pod to finish",
-        Duration::from_secs(120),
-        || async {
-            let p = pods.get("corrupter").await?;
-            Ok(match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                Some("Succeeded") => Ok(()),
-                Some("Failed") => Err(format!(
-                    "corrupter failed: {}",
-                    lifeboat_e2e::logs(&pods, "corrupter")
-                        .await
-                        .unwrap_or_default()
-                )),
-                _ => Err(lifeboat_e2e::pod_summary(&p)),
-            })
-        },
+    in_repo(
+        &src,
+        &format!("f=$(ls /repo/{repo_name}/objects/*.zst | head -n1) && printf 'X' | dd of=\"$f\" bs=1 seek=64 conv=notrunc && echo corrupted $f"),
     )
     .await?;
     in_source("r-corrupt", |ns| async move {
@@ -617,6 +619,211 @@ async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result
             "a database started on a corrupt restore"
         );
         watcher.finish()
+    })
+    .await
+}
+
+/// A backup of the source Cluster of its own, in REPO (whose volume `in_repo` mounts), to inject a
+/// fault into; returns the source namespace and the backup's path in the repo.
+async fn backup_to_fault(name: &str) -> Result<(TestNamespace, String)> {
+    let _ = source().await?;
+    let src = TestNamespace {
+        client: client().await?,
+        name: SOURCE_NS.into(),
+    };
+    let b = backup(&src, "fdb", name, REPO).await?;
+    let path = b
+        .status
+        .and_then(|s| s.dataset)
+        .map(|d| d.manifest_path)
+        .unwrap_or_default();
+    Ok((src, path))
+}
+
+/// Runs `script` in a pod of the source namespace that mounts REPO's volume at /repo, and waits
+/// for it to succeed.
+async fn in_repo(src: &TestNamespace, script: &str) -> Result<()> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = src.api();
+    let _ = pods.delete("corrupter", &DeleteParams::default()).await;
+    poll(
+        "the old corrupter pod to go",
+        Duration::from_secs(60),
+        || async {
+            Ok(if pods.get_opt("corrupter").await?.is_none() {
+                Ok(())
+            } else {
+                Err("still there".to_string())
+            })
+        },
+    )
+    .await?;
+    src.create::<k8s_openapi::api::core::v1::Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "corrupter"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": lifeboat_e2e::BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "repo", "mountPath": "/repo"}]}],
+            "volumes": [{"name": "repo", "persistentVolumeClaim": {"claimName": format!("lifeboat-repo-{REPO}")}}]
+        }
+    }))
+    .await?;
+    poll(
+        "the corrupter pod to finish",
+        Duration::from_secs(120),
+        || async {
+            let p = pods.get("corrupter").await?;
+            Ok(match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(()),
+                Some("Failed") => Err(format!(
+                    "corrupter failed: {}",
+                    lifeboat_e2e::logs(&pods, "corrupter")
+                        .await
+                        .unwrap_or_default()
+                )),
+                _ => Err(lifeboat_e2e::pod_summary(&p)),
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_backup_whose_file_loads_but_differs_from_its_manifest_fails_verification() -> Result<()>
+{
+    let (src, repo_name) = backup_to_fault("to-mismatch").await?;
+    // An honest fault: every object stays intact and loads, but the manifest records another
+    // content digest (the first one in it gets a character more). The manifest has no checksum
+    // of its own to recompute; the stored objects' checksums are untouched.
+    in_repo(
+        &src,
+        &format!(
+            "m=/repo/{repo_name}/manifest.json && grep -q '\"digest\":\"' \"$m\" && \
+             sed -i -E '0,/\"digest\":\"/s//\"digest\":\"f/' \"$m\" && echo altered $m"
+        ),
+    )
+    .await?;
+    in_source("r-mismatch", |ns| async move {
+        let m = restored_cluster(
+            "r-mismatch",
+            SOURCE_NS,
+            "to-mismatch",
+            Entry::Spec,
+            "Parallel",
+            2,
+        );
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-mismatch");
+        create_cluster(&ns, m).await?;
+        let c = wait_phase(&ns, "r-mismatch", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("content digest") && msg.contains("in backup"),
+            "the failure does not name the digest that differs: {msg}"
+        );
+        let restores: Api<Restore> = ns.api();
+        let r = restores.get("r-mismatch-falkordb-restore").await?;
+        ensure!(
+            r.status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Failed),
+            "the Restore is not Failed: {:?}",
+            r.status
+        );
+        watcher.finish()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_cluster_created_again_under_its_name_never_inherits_the_earlier_restore() -> Result<()> {
+    in_source("r-again", |ns| async move {
+        let clusters: Api<lifeboat_api::Cluster> = ns.api();
+        let restores: Api<Restore> = ns.api();
+        let restore_name = "r-again-falkordb-restore";
+        let manifest =
+            || restored_cluster("r-again", SOURCE_NS, BACKUP, Entry::Spec, "Parallel", 1);
+        // First life: restored and verified.
+        create_cluster(&ns, manifest()).await?;
+        wait_phase(&ns, "r-again", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+        let first = restores.get(restore_name).await?;
+        let first_uid = first.metadata.uid.clone().unwrap_or_default();
+        // A slow garbage collector, made certain: a finalizer keeps the Completed Restore (and
+        // the Jobs it owns) after its Cluster is gone.
+        restores
+            .patch(
+                restore_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    json!({"metadata": {"finalizers": ["lifeboat.test/hold"]}}),
+                ),
+            )
+            .await?;
+        let outcome = async {
+            clusters.delete("r-again", &DeleteParams::default()).await?;
+            poll(
+                "the first Cluster to be gone",
+                Duration::from_secs(180),
+                || async {
+                    Ok(match clusters.get_opt("r-again").await? {
+                        None => Ok(()),
+                        Some(_) => Err("still there".to_string()),
+                    })
+                },
+            )
+            .await?;
+            // Second life under the same name, while the first one's Restore is still there.
+            let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-again");
+            create_cluster(&ns, manifest()).await?;
+            let msg = poll(
+                "the new Cluster to say it waits for the earlier Restore",
+                Duration::from_secs(120),
+                || async {
+                    let c = clusters.get("r-again").await?;
+                    let st = c.status.unwrap_or_default();
+                    let msg = st.message.clone().unwrap_or_default();
+                    Ok(if st.phase == Some(ClusterPhase::Running) {
+                        Ok(Err(format!(
+                            "Running on the earlier Cluster's restore: {msg}"
+                        )))
+                    } else if msg.contains("left over from an earlier Cluster")
+                        && msg.contains(restore_name)
+                    {
+                        Ok(Ok(msg))
+                    } else {
+                        Err(format!("phase {:?}: {msg}", st.phase))
+                    })
+                },
+            )
+            .await?
+            .map_err(|e| anyhow::anyhow!(e))?;
+            eprintln!("while the earlier Restore stayed, the Cluster said: {msg}");
+            // Released, the leftover goes, and the new Cluster restores for itself.
+            restores
+                .patch(
+                    restore_name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await?;
+            wait_phase(&ns, "r-again", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            let second = restores.get(restore_name).await?;
+            ensure!(
+                second.metadata.uid.as_deref() != Some(first_uid.as_str()),
+                "the new Cluster reports the earlier Restore {first_uid}"
+            );
+            assert_verification(&ns, "r-again").await?;
+            assert_restored(&ns, "r-again", &source().await?.written).await?;
+            watcher.finish()
+        }
+        .await;
+        // Never leave the hold behind, whatever happened.
+        let _ = restores
+            .patch(
+                restore_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+        outcome
     })
     .await
 }
@@ -808,9 +1015,18 @@ async fn backup_job_that_cannot_be_scheduled_fails_within_its_deadline() -> Resu
             let started = std::time::Instant::now();
             let b = wait_backup(&ns, "unsched-backup", BackupPhase::Failed, Duration::from_secs(150)).await?;
             let reason = b.status.and_then(|s| s.failure_reason).unwrap_or_default();
+            let took = started.elapsed();
+            let bound = Duration::from_secs(40) + BACKUP_REQUEUE + DEADLINE_SLACK;
             eprintln!(
-                "unschedulable backup Failed {:.0}s after creation (deadline 40s): {reason}",
-                started.elapsed().as_secs_f64()
+                "unschedulable backup Failed {:.0}s after creation (deadline 40s, bound {}s): {reason}",
+                took.as_secs_f64(),
+                bound.as_secs()
+            );
+            ensure!(
+                took <= bound,
+                "the backup failed {:.0}s after creation, past its 40s deadline plus {}s",
+                took.as_secs_f64(),
+                (bound - Duration::from_secs(40)).as_secs()
             );
             ensure!(
                 reason.contains("deadline of 40s")

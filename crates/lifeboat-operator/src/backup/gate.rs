@@ -6,7 +6,9 @@
 //! so the request itself (`spec.restore` or the deprecated annotation) counts too.
 
 use kube::ResourceExt;
-use lifeboat_api::conditions::{self, REASON_RESTORE_FAILED, REASON_RESTORE_RUNNING, RESTORE};
+use lifeboat_api::conditions::{
+    self, REASON_RESTORE_COMPLETED, REASON_RESTORE_FAILED, REASON_RESTORE_RUNNING, RESTORE,
+};
 use lifeboat_api::{Cluster, labels};
 
 use crate::restore::intent::RESTORE_DONE;
@@ -34,6 +36,11 @@ pub fn gate(cluster: &Cluster) -> Gate {
         .status
         .as_ref()
         .and_then(|s| conditions::get(&s.conditions, RESTORE));
+    // The Cluster says its restore completed (verified) even if the done annotation has not been
+    // written yet: the operator may have stopped between the two.
+    if condition.is_some_and(|c| c.reason == REASON_RESTORE_COMPLETED) {
+        return Gate::Open;
+    }
     if let Some(c) = condition.filter(|c| c.reason == REASON_RESTORE_FAILED) {
         return Gate::Fail(format!(
             "Cluster {ns}/{name} failed its restore, so it holds no dataset to back up: {}",
@@ -57,7 +64,6 @@ mod tests {
     use crate::cluster::test_support::field_report_cluster;
     use k8s_openapi::jiff::Timestamp;
     use lifeboat_api::apps::v1::{ClusterRestore, ClusterStatus};
-    use lifeboat_api::conditions::REASON_RESTORE_COMPLETED;
 
     fn with_condition(mut c: Cluster, reason: &str, message: &str) -> Cluster {
         let mut st = ClusterStatus::default();
@@ -123,6 +129,15 @@ mod tests {
         restoring(&mut c);
         c.annotations_mut()
             .insert(RESTORE_DONE.into(), "fdb-falkordb-restore".into());
+        let c = with_condition(c, REASON_RESTORE_COMPLETED, "done");
+        assert_eq!(gate(&c), Gate::Open);
+    }
+
+    #[test]
+    fn a_completed_restore_opens_before_the_done_annotation_is_written() {
+        // The operator stopped after the Cluster said RestoreCompleted, before it annotated.
+        let mut c = field_report_cluster();
+        restoring(&mut c);
         let c = with_condition(c, REASON_RESTORE_COMPLETED, "done");
         assert_eq!(gate(&c), Gate::Open);
     }

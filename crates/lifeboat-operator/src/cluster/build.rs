@@ -362,6 +362,18 @@ fn manager_mount() -> VolumeMount {
 }
 
 /// The StatefulSet of a component.
+/// Annotation on each StatefulSet: the Cluster spec (JSON) it was last built from.
+pub const APPLIED_SPEC: &str = "lifeboat.io/applied-spec";
+
+/// The Cluster spec a StatefulSet was built from, if it says.
+pub fn applied_spec(sts: &StatefulSet) -> Option<lifeboat_api::apps::v1::ClusterSpec> {
+    sts.metadata
+        .annotations
+        .as_ref()?
+        .get(APPLIED_SPEC)
+        .and_then(|s| serde_json::from_str(s).ok())
+}
+
 pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet {
     let name = input.name();
     let c = &comp.spec.name;
@@ -424,8 +436,14 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
         TerminationPolicy::DoNotTerminate => "Retain",
         TerminationPolicy::Delete | TerminationPolicy::WipeOut => "Delete",
     };
+    let mut metadata = input.meta(naming::workload(&name, c), c);
+    // The spec this workload was built from: when a later edit is invalid, the operator keeps
+    // following the running workload as this spec describes it (see `applied_spec`).
+    if let Ok(spec) = serde_json::to_string(&input.cluster.spec) {
+        metadata.annotations = Some([(APPLIED_SPEC.to_owned(), spec)].into());
+    }
     StatefulSet {
-        metadata: input.meta(naming::workload(&name, c), c),
+        metadata,
         spec: Some(StatefulSetSpec {
             replicas: Some(comp.spec.replicas),
             service_name: Some(naming::headless_service(&name, c)),

@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod claims;
+mod invalid_edit;
 pub mod restore_step;
 pub mod roles;
 pub mod status;
@@ -114,6 +115,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         generation: cluster.meta().generation,
         previous,
         invalid: None,
+        rejected_edit: None,
         restore: RestoreState::None,
         components: Vec::new(),
         deleting: false,
@@ -122,7 +124,9 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
     // Validation and the restore request come before anything is created.
     let valid = match validate::validate(cluster) {
         Ok(v) => v,
-        Err(invalid) => return fail_invalid(cluster, ctx, status_input, invalid).await,
+        Err(invalid) => {
+            return invalid_edit::reconcile(cluster, ctx, status_input, invalid).await;
+        }
     };
     let deadlines = Deadlines {
         prepare_data: ctx.config.prepare_data_deadline,
@@ -141,12 +145,16 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
     let mut refused = None;
     if let (Some(i), Some(data)) = (&restore_intent, valid.data()) {
         let sts = naming::workload(&name, &data.spec.name);
+        // Only this Cluster's own count: an earlier Cluster of the same name may still be
+        // going (see restore/leftovers.rs), and its objects say nothing about this one.
+        let uid = cluster.metadata.uid.clone().unwrap_or_default();
         let workload = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts)
             .await?
-            .is_some();
-        let restore_object = restore_objects
-            .iter()
-            .any(|r| r.name_any() == naming::restore(&name, &data.spec.name));
+            .is_some_and(|s| crate::ownership::controlled_by(&s.metadata, &uid));
+        let restore_object = restore_objects.iter().any(|r| {
+            r.name_any() == naming::restore(&name, &data.spec.name)
+                && crate::restore::leftovers::restore_is_ours(&r.metadata, &uid)
+        });
         if intent::arrived_late(workload, restore_object) {
             let why = format!(
                 "a restore only applies when a Cluster is created: Cluster {ns}/{name} already runs \
@@ -216,9 +224,11 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         let req = restore_intent
             .as_ref()
             .and_then(|i| i.components.iter().find(|c| c.component == comp.spec.name));
-        let existing_restore = restore_objects
-            .iter()
-            .find(|r| r.name_any() == naming::restore(&name, &comp.spec.name));
+        let uid = cluster.metadata.uid.clone().unwrap_or_default();
+        let existing_restore = restore_objects.iter().find(|r| {
+            r.name_any() == naming::restore(&name, &comp.spec.name)
+                && crate::restore::leftovers::restore_is_ours(&r.metadata, &uid)
+        });
         // Data pods of a component that was restored keep the gate for good: removing it would
         // roll every pod; the operator opens it on each pod once the restore completed.
         let gated = req.is_some() || existing_restore.is_some();

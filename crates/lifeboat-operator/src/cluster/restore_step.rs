@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::restore::diagnose::{self, PodEvent};
 use crate::restore::intent::{ComponentRestore, IntentSource, RESTORE_DONE};
 use crate::restore::plan::{self, Input, JobObs, PodObs, PvcObs, Stage};
-use crate::restore::{jobs, preconditions};
+use crate::restore::{jobs, leftovers, preconditions};
 use crate::{kubeapi, naming, repo};
 
 /// What a restore step decided for the Cluster.
@@ -75,10 +75,20 @@ async fn pod_events(ctx: &Context, ns: &str, pod: &str) -> Vec<PodEvent> {
 }
 
 /// Observes a Job: done, failed for good, or stuck, with its pod's explanation.
-async fn observe_job(ctx: &Context, ns: &str, name: &str) -> Result<Option<JobObs>> {
+async fn observe_job(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    restore_uid: &str,
+    leftovers: &mut Vec<String>,
+) -> Result<Option<JobObs>> {
     let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, ns, name).await? else {
         return Ok(None);
     };
+    if !leftovers::job_is_ours(&job.metadata, restore_uid) {
+        leftovers.push(format!("Job {ns}/{name}"));
+        return Ok(None);
+    }
     let st = job.status.clone().unwrap_or_default();
     let mut obs = JobObs {
         name: name.to_owned(),
@@ -140,7 +150,41 @@ pub async fn step(
     let c = &comp.spec.name;
     let restore_name = naming::restore(&name, c);
 
+    let backup: Option<Backup> =
+        kubeapi::get_opt(&ctx.client, &req.backup_namespace, &req.backup_name).await?;
+    // Default deadlines grow with what the stages move, so the Restore records (in
+    // spec.deadlines) and every stage applies the scaled ones.
+    let data_bytes = backup
+        .as_ref()
+        .and_then(|b| b.status.as_ref())
+        .and_then(|s| s.dataset.as_ref())
+        .map_or(0, |d| u64::try_from(d.data_bytes).unwrap_or(0));
+    let scaled = req.scaled(data_bytes);
+    let req = &scaled;
+
+    let cluster_uid = cluster.metadata.uid.clone().unwrap_or_default();
+    let since = cluster
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(Timestamp::now, |t| t.0);
     let mut restore = kubeapi::get_opt::<Restore>(&ctx.client, &ns, &restore_name).await?;
+    if let Some(r) = &restore
+        && !leftovers::restore_is_ours(&r.metadata, &cluster_uid)
+    {
+        // Not ours, so not ours to write to either: the Cluster alone says why it waits.
+        let found = [format!("Restore {ns}/{restore_name}")];
+        let state =
+            match leftovers::verdict(&found, since, Timestamp::now(), req.prepare_data_deadline) {
+                leftovers::Verdict::Fail(why) => RestoreState::Failed(why),
+                leftovers::Verdict::Wait(why) => RestoreState::Running(why),
+                leftovers::Verdict::Clear => RestoreState::Running("validating".into()),
+            };
+        return Ok(StepOutcome {
+            workload_allowed: false,
+            state,
+        });
+    }
     if restore.is_none() {
         let obj = jobs::restore_object(cluster, comp, req);
         kubeapi::create_if_absent(&ctx.client, &obj).await?;
@@ -175,9 +219,9 @@ pub async fn step(
         field: "metadata (it vanished right after creation)",
     })?;
     let status = restore.status.clone().unwrap_or_default();
+    let restore_uid = restore.metadata.uid.clone().unwrap_or_default();
+    let mut found: Vec<String> = Vec::new();
 
-    let backup: Option<Backup> =
-        kubeapi::get_opt(&ctx.client, &req.backup_namespace, &req.backup_name).await?;
     let repo_name = backup
         .as_ref()
         .and_then(|b| b.status.as_ref())
@@ -201,6 +245,11 @@ pub async fn step(
     for i in 0..comp.spec.replicas {
         let pvc_name = naming::data_pvc(&name, c, i);
         let pvc = kubeapi::get_opt::<PersistentVolumeClaim>(&ctx.client, &ns, &pvc_name).await?;
+        if let Some(v) = &pvc
+            && !leftovers::pvc_is_ours(&v.metadata, &cluster_uid)
+        {
+            found.push(format!("PersistentVolumeClaim {ns}/{pvc_name}"));
+        }
         pvcs.push(PvcObs {
             name: pvc_name,
             exists: pvc.is_some(),
@@ -208,7 +257,16 @@ pub async fn step(
                 .as_ref()
                 .is_some_and(|p| p.meta().deletion_timestamp.is_some()),
         });
-        prepare_jobs.push(observe_job(ctx, &ns, &naming::prepare_data_job(&name, c, i)).await?);
+        prepare_jobs.push(
+            observe_job(
+                ctx,
+                &ns,
+                &naming::prepare_data_job(&name, c, i),
+                &restore_uid,
+                &mut found,
+            )
+            .await?,
+        );
     }
     let sts = kubeapi::get_opt::<k8s_openapi::api::apps::v1::StatefulSet>(
         &ctx.client,
@@ -238,7 +296,14 @@ pub async fn step(
             stuck,
         });
     }
-    let verify_job = observe_job(ctx, &ns, &naming::verify_job(&name, c)).await?;
+    let verify_job = observe_job(
+        ctx,
+        &ns,
+        &naming::verify_job(&name, c),
+        &restore_uid,
+        &mut found,
+    )
+    .await?;
 
     let now = Time(Timestamp::now());
     let input = Input {
@@ -254,6 +319,10 @@ pub async fn step(
         verify_job,
     };
     let mut p = plan::plan(&input);
+    let waiting = p.hold_for_leftovers(
+        &now,
+        &leftovers::verdict(&found, since, now.0, req.prepare_data_deadline),
+    );
 
     // The status goes first: a create that fails below must not lose this pass's record (above
     // all the start time, which every deadline counts from).
@@ -363,13 +432,20 @@ pub async fn step(
             ),
         )
         .await;
+    }
+    // After the gates: marking done ends the restore for good, so it comes last, and it is
+    // retried on every pass until written (the operator may stop right after `Completed`).
+    if plan::should_mark_done(&p.status, cluster.annotations().contains_key(RESTORE_DONE)) {
         mark_done(ctx, cluster, &restore_name).await?;
     }
     let mut shown = restore.clone();
     shown.status = Some(p.status.clone());
     Ok(StepOutcome {
         workload_allowed: p.workload_allowed,
-        state: state_of(&shown),
+        state: match waiting {
+            Some(why) => RestoreState::Running(why),
+            None => state_of(&shown),
+        },
     })
 }
 

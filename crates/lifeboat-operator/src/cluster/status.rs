@@ -36,6 +36,9 @@ pub struct ComponentObs {
     pub problems: Vec<String>,
 }
 
+/// KubeBlocks' condition for whether the Cluster's spec was applied to its workloads.
+pub const APPLY_RESOURCES: &str = "ApplyResources";
+
 /// Everything the Cluster's status is computed from.
 #[derive(Clone, Debug)]
 pub struct StatusInput {
@@ -44,6 +47,9 @@ pub struct StatusInput {
     pub previous: ClusterStatus,
     /// Set when the Cluster cannot be built: the field and the message.
     pub invalid: Option<String>,
+    /// Set when the latest edit is invalid but a workload built from an earlier valid spec runs:
+    /// the field and the message. The status still follows that workload.
+    pub rejected_edit: Option<String>,
     pub restore: RestoreState,
     pub components: Vec<ComponentObs>,
     pub deleting: bool,
@@ -129,6 +135,40 @@ pub fn compute(input: &StatusInput) -> ClusterStatus {
     };
     st.phase = Some(phase);
     st.message = message.filter(|m| !m.is_empty());
+    match &input.rejected_edit {
+        Some(why) => {
+            let kept = format!(
+                "the latest edit is not applied: {why}; the running workload is kept and followed as it was"
+            );
+            st.message = Some(match st.message.take() {
+                Some(m) => format!("{kept}; {m}"),
+                None => kept,
+            });
+            conditions::set(
+                &mut st.conditions,
+                APPLY_RESOURCES,
+                "False",
+                "InvalidSpec",
+                why,
+                g,
+                now,
+            );
+        }
+        None => {
+            if conditions::get(&st.conditions, APPLY_RESOURCES).is_some_and(|c| c.status != "True")
+            {
+                conditions::set(
+                    &mut st.conditions,
+                    APPLY_RESOURCES,
+                    "True",
+                    "ApplyResourcesSucceeded",
+                    "the spec is applied",
+                    g,
+                    now,
+                );
+            }
+        }
+    }
     match &input.restore {
         RestoreState::None => {}
         RestoreState::Running(m) => conditions::set(
@@ -235,6 +275,7 @@ mod tests {
             generation: Some(3),
             previous: ClusterStatus::default(),
             invalid: None,
+            rejected_edit: None,
             restore,
             components: comps,
             deleting: false,
@@ -333,5 +374,35 @@ mod tests {
                 .unwrap_or_default()
                 .starts_with("spec.clusterDef")
         );
+    }
+
+    #[test]
+    fn an_invalid_edit_of_a_running_cluster_keeps_it_running_and_says_so() {
+        let mut i = input(RestoreState::None, vec![comp("falkordb", 2, 2)]);
+        i.previous.phase = Some(ClusterPhase::Running);
+        i.rejected_edit = Some("spec.componentSpecs[0].replicas: must be at least 1".into());
+        let s = compute(&i);
+        assert_eq!(
+            s.phase,
+            Some(ClusterPhase::Running),
+            "the workload is served"
+        );
+        let msg = s.message.clone().unwrap_or_default();
+        assert!(
+            msg.contains("spec.componentSpecs[0].replicas") && msg.contains("not applied"),
+            "{msg}"
+        );
+        let c = conditions::get(&s.conditions, APPLY_RESOURCES).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
+        // Fixed: the condition says so and the message goes.
+        let mut j = input(RestoreState::None, vec![comp("falkordb", 2, 2)]);
+        j.previous = s;
+        let fixed = compute(&j);
+        assert_eq!(fixed.message, None);
+        let c = conditions::get(&fixed.conditions, APPLY_RESOURCES).expect("condition");
+        assert_eq!(c.status, "True");
     }
 }

@@ -45,6 +45,30 @@ pub struct ComponentRestore {
     pub prepare_data_deadline: Duration,
     /// postReady deadline.
     pub post_ready_deadline: Duration,
+    /// Whether the deadlines were given for this restore (spec.restore parameters); given ones are
+    /// kept as they are, defaults grow with the backup's size (see [`ComponentRestore::scaled`]).
+    pub deadlines_given: bool,
+}
+
+/// The slowest throughput a restore stage is expected to sustain, in bytes per second: a default
+/// deadline is its base plus the backup's bytes at this rate. 16 MiB/s is well below what the
+/// mover does on a small bed (hundreds of MB/s copying, see the bench); it only has to tell a
+/// large restore from a stuck one.
+pub const FLOOR_BYTES_PER_SECOND: u64 = 16 << 20;
+
+impl ComponentRestore {
+    /// The restore with default deadlines extended by the time `data_bytes` take at
+    /// [`FLOOR_BYTES_PER_SECOND`]: each stage moves (prepareData) or loads and digests
+    /// (postReady) the whole dataset. Deadlines given for this restore are left as they are.
+    pub fn scaled(&self, data_bytes: u64) -> ComponentRestore {
+        let mut out = self.clone();
+        if !self.deadlines_given {
+            let extra = Duration::from_secs(data_bytes / FLOOR_BYTES_PER_SECOND);
+            out.prepare_data_deadline = self.prepare_data_deadline.saturating_add(extra);
+            out.post_ready_deadline = self.post_ready_deadline.saturating_add(extra);
+        }
+        out
+    }
 }
 
 /// What a Cluster asks to restore.
@@ -142,6 +166,8 @@ pub fn intent(
                     )
                 })?,
             };
+            let deadlines_given = p.contains_key(labels::PARAM_PREPARE_DATA_DEADLINE)
+                || p.contains_key(labels::PARAM_POST_READY_DEADLINE);
             let deadline = |key: &str, default: Duration| match p.get(key) {
                 None => Ok(default),
                 Some(v) => duration::parse(v).filter(|d| !d.is_zero()).ok_or_else(|| {
@@ -167,6 +193,7 @@ pub fn intent(
                         labels::PARAM_POST_READY_DEADLINE,
                         defaults.post_ready,
                     )?,
+                    deadlines_given,
                 }],
             }))
         }
@@ -212,6 +239,7 @@ pub fn intent(
                     env: req.env,
                     prepare_data_deadline: defaults.prepare_data,
                     post_ready_deadline: defaults.post_ready,
+                    deadlines_given: false,
                 });
             }
             Ok(Some(RestoreIntent {
@@ -356,5 +384,33 @@ mod tests {
         c.annotations_mut()
             .insert(RESTORE_DONE.into(), "fdb-falkordb-restore".into());
         assert_eq!(run(&c), Ok(None));
+    }
+
+    #[test]
+    fn default_deadlines_grow_with_the_backups_size_and_given_ones_do_not() {
+        let base = ComponentRestore {
+            component: "falkordb".into(),
+            backup_name: "b".into(),
+            backup_namespace: "ns".into(),
+            policy: VolumeClaimRestorePolicy::Parallel,
+            env: Vec::new(),
+            prepare_data_deadline: Duration::from_secs(900),
+            post_ready_deadline: Duration::from_secs(600),
+            deadlines_given: false,
+        };
+        // 10 GiB at 16 MiB/s: 640 s more for each stage.
+        let big = base.scaled(10 << 30);
+        assert_eq!(big.prepare_data_deadline, Duration::from_secs(900 + 640));
+        assert_eq!(big.post_ready_deadline, Duration::from_secs(600 + 640));
+        assert_eq!(base.scaled(0), base, "an empty backup keeps the base");
+        let given = ComponentRestore {
+            deadlines_given: true,
+            ..base.clone()
+        };
+        assert_eq!(
+            given.scaled(10 << 30),
+            given,
+            "a deadline given is a deadline kept"
+        );
     }
 }

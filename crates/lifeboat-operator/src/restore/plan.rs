@@ -142,6 +142,32 @@ pub fn refusal_is_final(code: u16) -> bool {
 }
 
 impl Plan {
+    /// Holds the restore while objects under its names are not its own (see `leftovers.rs`):
+    /// nothing is created and no gate opens; past the deadline the restore fails naming them.
+    /// Returns the message to show while waiting.
+    pub fn hold_for_leftovers(
+        &mut self,
+        now: &Time,
+        verdict: &super::leftovers::Verdict,
+    ) -> Option<String> {
+        use super::leftovers::Verdict;
+        match verdict {
+            Verdict::Clear => return None,
+            Verdict::Wait(_) => {}
+            Verdict::Fail(why) => self.fail(now, PREPARE_DATA, why.clone()),
+        }
+        self.open_gates = false;
+        self.completed = false;
+        self.workload_allowed = false;
+        self.create_pvcs.clear();
+        self.create_prepare_jobs.clear();
+        self.create_verify_job = false;
+        match verdict {
+            Verdict::Wait(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     /// Ends the restore because the API server refused to create an object it needs, quoting the
     /// server's reason.
     pub fn refused(&mut self, now: &Time, stage: Stage, object: &str, reason: &str) {
@@ -208,6 +234,14 @@ fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAc
         start_time: Some(job.started.clone().unwrap_or_else(|| now.clone())),
         end_time: job.finished.clone(),
     }
+}
+
+/// Whether the Cluster must now be marked as restored (`lifeboat.io/restore-completed`): on every
+/// pass that finds the Restore `Completed` and the mark missing, not only the pass that completed
+/// it, since the operator may stop between writing `Completed` and the mark. Until the mark, a
+/// Backup of the Cluster waits.
+pub fn should_mark_done(status: &RestoreStatus, marked: bool) -> bool {
+    !marked && status.phase == Some(RestorePhase::Completed)
 }
 
 /// Decides the next step of a component's restore.
@@ -586,6 +620,7 @@ mod tests {
             env: vec![],
             prepare_data_deadline: Duration::from_secs(600),
             post_ready_deadline: Duration::from_secs(300),
+            deadlines_given: false,
         }
     }
 
@@ -965,5 +1000,26 @@ mod tests {
             "{:?}",
             p4.failed
         );
+    }
+
+    #[test]
+    fn the_done_mark_is_retried_until_written_whatever_pass_completed_the_restore() {
+        let completed = RestoreStatus {
+            phase: Some(RestorePhase::Completed),
+            ..Default::default()
+        };
+        // The operator stopped right after writing Completed: the next pass still marks.
+        assert!(should_mark_done(&completed, false));
+        assert!(!should_mark_done(&completed, true), "marked once is enough");
+        let running = RestoreStatus {
+            phase: Some(RestorePhase::Running),
+            ..Default::default()
+        };
+        assert!(!should_mark_done(&running, false));
+        let failed = RestoreStatus {
+            phase: Some(RestorePhase::Failed),
+            ..Default::default()
+        };
+        assert!(!should_mark_done(&failed, false));
     }
 }

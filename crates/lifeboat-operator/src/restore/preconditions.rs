@@ -179,6 +179,7 @@ mod tests {
             env: vec![],
             prepare_data_deadline: Duration::from_secs(60),
             post_ready_deadline: Duration::from_secs(60),
+            deadlines_given: false,
         }
     }
 
