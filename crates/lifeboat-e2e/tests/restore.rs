@@ -829,6 +829,83 @@ async fn a_cluster_created_again_under_its_name_never_inherits_the_earlier_resto
 }
 
 #[tokio::test]
+async fn a_restore_pod_refused_by_admission_fails_by_the_deadline_naming_the_refusal() -> Result<()>
+{
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let client = client().await?;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let name = "lifeboat-e2e-deny-r-denied";
+    // An admission policy that refuses the pods of this one Cluster: the Jobs are created, their
+    // pods are not, as with an exhausted ResourceQuota, without touching the other tests.
+    let _ = bindings.delete(name, &DeleteParams::default()).await;
+    let _ = policies.delete(name, &DeleteParams::default()).await;
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{
+                "expression": "!has(object.metadata.labels) || !('app.kubernetes.io/instance' in object.metadata.labels) || object.metadata.labels['app.kubernetes.io/instance'] != 'r-denied'",
+                "message": "pods of r-denied are refused by the e2e admission policy"
+            }]
+        }
+    }))?;
+    policies.create(&PostParams::default(), &policy).await?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": SOURCE_NS}}}}
+    }))?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    let outcome = in_source("r-denied", |ns| async move {
+        // The policy is in force once a dry-run pod of the Cluster is refused.
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+        let probe: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "r-denied-probe", "labels": {"app.kubernetes.io/instance": "r-denied"}},
+            "spec": {"containers": [{"name": "c", "image": lifeboat_e2e::BASE_IMAGE}]}
+        }))?;
+        poll("the admission policy to be in force", Duration::from_secs(60), || async {
+            Ok(match pods.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await {
+                Err(kube::Error::Api(e)) if e.message.contains("refused by the e2e admission policy") => Ok(()),
+                other => Err(format!("not refused yet: {:?}", other.map(|p| p.metadata.name))),
+            })
+        })
+        .await?;
+        let mut m = restored_cluster("r-denied", SOURCE_NS, BACKUP, Entry::Spec, "Parallel", 1);
+        m["spec"]["restore"]["parameters"]["lifeboat.io/prepare-data-deadline"] = json!("60s");
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-denied");
+        create_cluster(&ns, m).await?;
+        let started = std::time::Instant::now();
+        let c = wait_phase(&ns, "r-denied", ClusterPhase::Failed, Duration::from_secs(180)).await?;
+        let took = started.elapsed();
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("cannot create its pod") && msg.contains("refused by the e2e admission policy"),
+            "the failure does not name the refusal: {msg}"
+        );
+        let bound = Duration::from_secs(60) + CLUSTER_REQUEUE + DEADLINE_SLACK;
+        ensure!(
+            took <= bound,
+            "the restore failed {:.0}s after creation, past its 60s deadline plus {}s",
+            took.as_secs_f64(),
+            (bound - Duration::from_secs(60)).as_secs()
+        );
+        watcher.finish()
+    })
+    .await;
+    let _ = bindings.delete(name, &DeleteParams::default()).await;
+    let _ = policies.delete(name, &DeleteParams::default()).await;
+    outcome
+}
+
+#[tokio::test]
 async fn operator_killed_during_prepare_data_resumes_without_duplicating_jobs() -> Result<()> {
     in_source("r-killed", |ns| async move {
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =

@@ -123,6 +123,10 @@ async fn observe_job(
         ));
         obs.finished = c.last_transition_time.clone();
     }
+    if latest.is_none() && !obs.succeeded && obs.failed.is_none() {
+        // No pod at all: the Job's own events say whether its pod is being refused.
+        obs.stuck = diagnose::job_without_pod(name, &pod_events(ctx, ns, name).await);
+    }
     if let Some(p) = latest {
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {

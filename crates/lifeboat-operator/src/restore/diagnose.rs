@@ -36,6 +36,21 @@ fn volume_gone(msg: &str) -> bool {
         || msg.contains("is being deleted")
 }
 
+/// Explains why a Job that has no pod is stuck, from the Job's own events: the Job controller
+/// records `FailedCreate` when admission, a ResourceQuota or a LimitRange refuses its pod. Not
+/// terminal (the quota may be raised), but the stage's failure at its deadline quotes it instead
+/// of saying the Job was still running.
+pub fn job_without_pod(job: &str, events: &[PodEvent]) -> Option<Stuck> {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.reason == "FailedCreate")
+        .map(|e| Stuck {
+            terminal: false,
+            message: format!("Job {job} cannot create its pod: {}", e.message),
+        })
+}
+
 /// Explains why `pod` is stuck, if it is.
 pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
     let name = pod.name_any();
@@ -194,5 +209,22 @@ mod tests {
             json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}),
         );
         assert_eq!(diagnose(&p, &[]), None);
+    }
+
+    #[test]
+    fn a_job_whose_pod_is_refused_by_a_quota_says_so() {
+        let events = vec![PodEvent {
+            reason: "FailedCreate".into(),
+            message: "Error creating: pods \"r-prepare-0-x\" is forbidden: exceeded quota: tiny, requested: pods=1, used: pods=1, limited: pods=1".into(),
+        }];
+        let s = job_without_pod("r-prepare-0", &events).expect("stuck");
+        assert!(!s.terminal);
+        assert!(
+            s.message.contains("Job r-prepare-0 cannot create its pod")
+                && s.message.contains("exceeded quota"),
+            "{}",
+            s.message
+        );
+        assert_eq!(job_without_pod("j", &[]), None);
     }
 }
