@@ -906,6 +906,84 @@ async fn a_restore_pod_refused_by_admission_fails_by_the_deadline_naming_the_ref
 }
 
 #[tokio::test]
+async fn a_backup_under_continuous_writes_completes_and_its_restore_matches_it() -> Result<()> {
+    use lifeboat_e2e::writer::{Writer, WriterConfig};
+    in_source("busy-restored", |ns| async move {
+        // The shared source Cluster keeps taking writes through a Backup of its own. Its extra
+        // keys change no other test: they restore the Backups taken before.
+        let writer = Writer::start(
+            &ns,
+            "fdb",
+            WriterConfig {
+                interval: Duration::from_millis(5),
+                max_writes: 10_000_000,
+                max_duration: Duration::from_secs(900),
+            },
+        )
+        .await?;
+        let acked = |w: &Writer| {
+            let p = w.progress();
+            p.acked_replicated + p.acked_primary_only
+        };
+        poll("writes to flow before the backup", Duration::from_secs(60), || async {
+            Ok(if acked(&writer) >= 50 {
+                Ok(())
+            } else {
+                Err(writer.progress().to_string())
+            })
+        })
+        .await?;
+        let before = acked(&writer);
+        let backed_up = backup(&ns, "fdb", "busy-under-writes", REPO).await;
+        let during = acked(&writer) - before;
+        let outcome = writer.finish().await?;
+        let b = backed_up?;
+        eprintln!(
+            "backup under writes: {during} writes acknowledged while it ran, {} in all ({} attempted)",
+            outcome.acked_replicated.len() + outcome.acked_primary_only.len(),
+            outcome.attempted
+        );
+        ensure!(
+            during > 0,
+            "no write was acknowledged while the backup ran, so this proves nothing"
+        );
+        let fp = b
+            .status
+            .and_then(|s| s.dataset)
+            .map(|d| d.fingerprint)
+            .unwrap_or_default();
+        ensure!(
+            !fp.digests.is_empty(),
+            "the backup recorded no content digest: {fp:?}"
+        );
+        // Its restore holds exactly what the saved file held: verified down to the digests.
+        create_cluster(
+            &ns,
+            restored_cluster(
+                "busy-restored",
+                SOURCE_NS,
+                "busy-under-writes",
+                Entry::Spec,
+                "Parallel",
+                2,
+            ),
+        )
+        .await?;
+        wait_phase(&ns, "busy-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+        assert_verification(&ns, "busy-restored").await?;
+        let restores: Api<Restore> = ns.api();
+        let v = r_verification(&restores, "busy-restored-falkordb-restore").await?;
+        ensure!(
+            v.expected == fp,
+            "the Restore checked against {:?}, not the Backup's {fp:?}",
+            v.expected
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn operator_killed_during_prepare_data_resumes_without_duplicating_jobs() -> Result<()> {
     in_source("r-killed", |ns| async move {
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
