@@ -46,6 +46,15 @@ pub struct Server {
     pub graph_module: Option<String>,
 }
 
+/// One entry of `MODULE LIST`.
+#[derive(Debug, Default)]
+struct ModuleInfo {
+    name: String,
+    ver: String,
+    path: String,
+    args: Vec<String>,
+}
+
 /// The outcome of a successful BGSAVE, identifying which save produced the file on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaveId {
@@ -190,38 +199,8 @@ impl Server {
         }
     }
 
-    fn detect_graph_module(&mut self) -> Result<Option<String>> {
-        let modules: Value = self.query(&redis::cmd("MODULE").arg("LIST").clone())?;
-        let Value::Array(list) = modules else {
-            return Ok(None);
-        };
-        for m in list {
-            let fields = match m {
-                Value::Array(f) => f,
-                Value::Map(kv) => kv.into_iter().flat_map(|(k, v)| [k, v]).collect(),
-                _ => continue,
-            };
-            let mut name = None;
-            let mut ver = None;
-            for pair in fields.chunks(2) {
-                if let [k, v] = pair {
-                    match value_to_string(k).as_deref() {
-                        Some("name") => name = value_to_string(v),
-                        Some("ver") => ver = value_to_string(v),
-                        _ => {}
-                    }
-                }
-            }
-            if name.as_deref() == Some("graph") {
-                return Ok(Some(ver.unwrap_or_default()));
-            }
-        }
-        Ok(None)
-    }
-
-    /// The modules the server loaded from a file, with their arguments, as `MODULE LIST` reports
-    /// them; built-in modules (no path) are left out.
-    pub fn loaded_modules(&mut self) -> Result<Vec<(std::path::PathBuf, Vec<String>)>> {
+    /// Every module as `MODULE LIST` reports it (RESP2 arrays or RESP3 maps).
+    fn modules(&mut self) -> Result<Vec<ModuleInfo>> {
         let modules: Value = self.query(&redis::cmd("MODULE").arg("LIST").clone())?;
         let Value::Array(list) = modules else {
             return Ok(Vec::new());
@@ -233,26 +212,44 @@ impl Server {
                 Value::Map(kv) => kv.into_iter().flat_map(|(k, v)| [k, v]).collect(),
                 _ => continue,
             };
-            let mut path = None;
-            let mut args = Vec::new();
+            let mut info = ModuleInfo::default();
             for pair in fields.chunks(2) {
                 if let [k, v] = pair {
                     match value_to_string(k).as_deref() {
-                        Some("path") => path = value_to_string(v).filter(|p| !p.is_empty()),
+                        Some("name") => info.name = value_to_string(v).unwrap_or_default(),
+                        Some("ver") => info.ver = value_to_string(v).unwrap_or_default(),
+                        Some("path") => info.path = value_to_string(v).unwrap_or_default(),
                         Some("args") => {
                             if let Value::Array(a) = v {
-                                args = a.iter().filter_map(value_to_string).collect();
+                                info.args = a.iter().filter_map(value_to_string).collect();
                             }
                         }
                         _ => {}
                     }
                 }
             }
-            if let Some(p) = path {
-                out.push((std::path::PathBuf::from(p), args));
-            }
+            out.push(info);
         }
         Ok(out)
+    }
+
+    fn detect_graph_module(&mut self) -> Result<Option<String>> {
+        Ok(self
+            .modules()?
+            .into_iter()
+            .find(|m| m.name == "graph")
+            .map(|m| m.ver))
+    }
+
+    /// The modules the server loaded from a file, with their arguments; built-in modules (no
+    /// path) are left out.
+    pub fn loaded_modules(&mut self) -> Result<Vec<(std::path::PathBuf, Vec<String>)>> {
+        Ok(self
+            .modules()?
+            .into_iter()
+            .filter(|m| !m.path.is_empty())
+            .map(|m| (std::path::PathBuf::from(m.path), m.args))
+            .collect())
     }
 
     pub fn redis_version(&mut self) -> Result<String> {
