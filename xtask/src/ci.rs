@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::paths::workspace_root;
 use crate::run::{stage, status};
-use crate::{crdgen, demo, deploy, helm, testbed};
+use crate::{crdgen, demo, deploy, helm, rbac, testbed};
 
 #[derive(Args)]
 pub struct CiArgs {
@@ -53,6 +53,9 @@ pub fn run(args: CiArgs) -> Result<()> {
     }
     stage("testbed up", testbed::up)?;
     stage("testbed images", testbed::images)?;
+    // The RBAC check reads the operator's audited requests from here on: the deploy, the demo
+    // and every tier.
+    let audit_from = rbac::mark();
     deploy::operator()?;
     // The README's first command, `cargo xtask demo`, on every change; the tiers then run on the
     // bed it leaves, as they do for someone who ran the demo first. Like a tier, a failed demo
@@ -84,6 +87,14 @@ pub fn run(args: CiArgs) -> Result<()> {
                     Some(tier)
                 }
             }),
+        )
+        .chain(
+            stage("rbac audit", || rbac::check(audit_from))
+                .err()
+                .map(|e| {
+                    eprintln!("rbac audit failed: {e:#}");
+                    "rbac audit"
+                }),
         )
         .collect();
     if !failed.is_empty() {

@@ -11,6 +11,7 @@ mod demo;
 mod deploy;
 mod helm;
 mod paths;
+mod rbac;
 mod run;
 mod testbed;
 

@@ -29,6 +29,53 @@ pub const BASE_IMAGE: &str = "localhost/lifeboat/debian:bookworm";
 /// The bed's FalkorDB image: redis-server with falkordb.so, and redis-cli.
 pub const FALKORDB_IMAGE: &str = "localhost/lifeboat/falkordb:4.16.3";
 
+/// The labels of every namespace the tests and the demo make: Pod Security `restricted` is
+/// enforced, so every pod Lifeboat creates there proves that it is admitted under it.
+pub fn restricted_namespace_labels(e2e: &str) -> serde_json::Value {
+    json!({
+        "lifeboat.dev/e2e": e2e,
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": "restricted",
+    })
+}
+
+/// Makes a test's own pod (a Pod, or the pod template of a Job, StatefulSet or Deployment)
+/// admissible in a `restricted` namespace: a non-root user, no privilege escalation, no
+/// capabilities, the runtime's seccomp profile. Lifeboat's pods are never passed through this:
+/// the operator has to build them admissible itself.
+pub fn restrict_test_pod(manifest: &mut serde_json::Value, kind: &str) {
+    let spec = match kind {
+        "Pod" => manifest.get_mut("spec"),
+        "Job" | "StatefulSet" | "Deployment" => manifest
+            .get_mut("spec")
+            .and_then(|s| s.get_mut("template"))
+            .and_then(|t| t.get_mut("spec")),
+        _ => None,
+    };
+    let Some(spec) = spec.and_then(|s| s.as_object_mut()) else {
+        return;
+    };
+    spec.entry("securityContext").or_insert_with(|| {
+        json!({"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999,
+               "seccompProfile": {"type": "RuntimeDefault"}})
+    });
+    for list in ["initContainers", "containers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(|c| c.as_array_mut())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(c) = c.as_object_mut() {
+                c.entry("securityContext").or_insert_with(|| {
+                    json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+                });
+            }
+        }
+    }
+}
+
 /// Time for one pod to be scheduled, provisioned and started on a 2-core machine.
 pub const POD_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -67,7 +114,8 @@ impl TestNamespace {
         Api::namespaced(self.client.clone(), &self.name)
     }
 
-    /// Creates an object from a JSON manifest in this namespace.
+    /// Creates an object from a JSON manifest in this namespace; a test's own pods are made
+    /// admissible under `restricted` first ([`restrict_test_pod`]).
     pub async fn create<K>(&self, manifest: serde_json::Value) -> Result<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -77,8 +125,10 @@ impl TestNamespace {
             + serde::Serialize,
         <K as kube::Resource>::DynamicType: Default,
     {
-        let obj: K = serde_json::from_value(manifest).context("manifest does not parse")?;
         let kind = K::kind(&Default::default()).to_string();
+        let mut manifest = manifest;
+        restrict_test_pod(&mut manifest, &kind);
+        let obj: K = serde_json::from_value(manifest).context("manifest does not parse")?;
         self.api::<K>()
             .create(&PostParams::default(), &obj)
             .await
@@ -97,7 +147,7 @@ where
     let name = format!("e2e-{test}-{}", suffix());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"lifeboat.dev/e2e": test}}
+        "metadata": {"name": name, "labels": restricted_namespace_labels(test)}
     }))?;
     namespaces
         .create(&PostParams::default(), &ns)

@@ -54,7 +54,7 @@ async fn source() -> Result<&'static Source> {
                 })
                 .await?;
             }
-            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": SOURCE_NS, "labels": {"lifeboat.dev/e2e": "restore-source"}}}))?;
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": SOURCE_NS, "labels": lifeboat_e2e::restricted_namespace_labels("restore-source")}}))?;
             nss.create(&PostParams::default(), &ns).await?;
             let ns = TestNamespace { client: client.clone(), name: SOURCE_NS.into() };
             poll("the default ServiceAccount", Duration::from_secs(60), || async {
@@ -687,6 +687,325 @@ async fn in_repo(src: &TestNamespace, script: &str) -> Result<()> {
         },
     )
     .await
+}
+
+#[tokio::test]
+async fn a_backup_whose_file_loads_but_differs_from_its_manifest_fails_verification() -> Result<()>
+{
+    let (src, repo_name) = backup_to_fault("to-mismatch").await?;
+    // An honest fault: every object stays intact and loads, but the manifest records another
+    // content digest (the first one in it has its first hex digit changed). The manifest has no checksum
+    // of its own to recompute; the stored objects' checksums are untouched.
+    in_repo(
+        &src,
+        &(r#"m=/repo/REPO_NAME/manifest.json
+cp "$m" /tmp/before
+c=$(grep -o -E '"digest": *"[0-9a-f]' "$m" | head -n 1 | sed -E 's/.*(.)$/\1/')
+[ -n "$c" ] || { echo "no digest in $m"; cat "$m"; exit 1; }
+if [ "$c" = a ]; then n=b; else n=a; fi
+sed -i -E "0,/(\"digest\": *\")$c/s//\1$n/" "$m"
+if cmp -s "$m" /tmp/before; then echo "the digest in $m was not altered"; exit 1; fi
+echo "altered the first digest in $m: $c -> $n""#
+            .replace("REPO_NAME", &repo_name)),
+    )
+    .await?;
+    in_source("r-mismatch", |ns| async move {
+        let m = restored_cluster(
+            "r-mismatch",
+            SOURCE_NS,
+            "to-mismatch",
+            Entry::Spec,
+            "Parallel",
+            2,
+        );
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-mismatch");
+        create_cluster(&ns, m).await?;
+        let c = wait_phase(&ns, "r-mismatch", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("content digest") && msg.contains("in backup"),
+            "the failure does not name the digest that differs: {msg}"
+        );
+        let restores: Api<Restore> = ns.api();
+        let r = restores.get("r-mismatch-falkordb-restore").await?;
+        ensure!(
+            r.status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Failed),
+            "the Restore is not Failed: {:?}",
+            r.status
+        );
+        watcher.finish()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_cluster_created_again_under_its_name_never_inherits_the_earlier_restore() -> Result<()> {
+    in_source("r-again", |ns| async move {
+        let clusters: Api<lifeboat_api::Cluster> = ns.api();
+        let restores: Api<Restore> = ns.api();
+        let restore_name = "r-again-falkordb-restore";
+        let manifest =
+            || restored_cluster("r-again", SOURCE_NS, BACKUP, Entry::Spec, "Parallel", 2);
+        // First life: restored and verified.
+        create_cluster(&ns, manifest()).await?;
+        wait_phase(&ns, "r-again", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+        let first = restores.get(restore_name).await?;
+        let first_uid = first.metadata.uid.clone().unwrap_or_default();
+        // A slow garbage collector, made certain: a finalizer keeps the Completed Restore (and
+        // the Jobs it owns) after its Cluster is gone.
+        restores
+            .patch(
+                restore_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    json!({"metadata": {"finalizers": ["lifeboat.test/hold"]}}),
+                ),
+            )
+            .await?;
+        let outcome = async {
+            clusters.delete("r-again", &DeleteParams::default()).await?;
+            poll(
+                "the first Cluster to be gone",
+                Duration::from_secs(180),
+                || async {
+                    Ok(match clusters.get_opt("r-again").await? {
+                        None => Ok(()),
+                        Some(_) => Err("still there".to_string()),
+                    })
+                },
+            )
+            .await?;
+            // Second life under the same name, while the first one's Restore is still there.
+            let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-again");
+            create_cluster(&ns, manifest()).await?;
+            let msg = poll(
+                "the new Cluster to say it waits for the earlier Restore",
+                Duration::from_secs(120),
+                || async {
+                    let c = clusters.get("r-again").await?;
+                    let st = c.status.unwrap_or_default();
+                    let msg = st.message.clone().unwrap_or_default();
+                    Ok(if st.phase == Some(ClusterPhase::Running) {
+                        Ok(Err(format!(
+                            "Running on the earlier Cluster's restore: {msg}"
+                        )))
+                    } else if msg.contains("left over from an earlier Cluster")
+                        && msg.contains(restore_name)
+                    {
+                        Ok(Ok(msg))
+                    } else {
+                        Err(format!("phase {:?}: {msg}", st.phase))
+                    })
+                },
+            )
+            .await?
+            .map_err(|e| anyhow::anyhow!(e))?;
+            eprintln!("while the earlier Restore stayed, the Cluster said: {msg}");
+            // Released, the leftover goes, and the new Cluster restores for itself.
+            restores
+                .patch(
+                    restore_name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await?;
+            wait_phase(&ns, "r-again", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            let second = restores.get(restore_name).await?;
+            ensure!(
+                second.metadata.uid.as_deref() != Some(first_uid.as_str()),
+                "the new Cluster reports the earlier Restore {first_uid}"
+            );
+            assert_verification(&ns, "r-again").await?;
+            assert_restored(&ns, "r-again", &source().await?.written).await?;
+            watcher.finish()
+        }
+        .await;
+        // Never leave the hold behind, whatever happened.
+        let _ = restores
+            .patch(
+                restore_name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+        outcome
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_restore_pod_refused_by_admission_fails_by_the_deadline_naming_the_refusal() -> Result<()>
+{
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let client = client().await?;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let name = "lifeboat-e2e-deny-r-denied";
+    // An admission policy that refuses the pods of this one Cluster: the Jobs are created, their
+    // pods are not, as with an exhausted ResourceQuota, without touching the other tests.
+    let _ = bindings.delete(name, &DeleteParams::default()).await;
+    let _ = policies.delete(name, &DeleteParams::default()).await;
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{
+                "expression": "!has(object.metadata.labels) || !('app.kubernetes.io/instance' in object.metadata.labels) || object.metadata.labels['app.kubernetes.io/instance'] != 'r-denied'",
+                "message": "pods of r-denied are refused by the e2e admission policy"
+            }]
+        }
+    }))?;
+    policies.create(&PostParams::default(), &policy).await?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": SOURCE_NS}}}}
+    }))?;
+    bindings.create(&PostParams::default(), &binding).await?;
+    let outcome = in_source("r-denied", |ns| async move {
+        // The policy is in force once a dry-run pod of the Cluster is refused.
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+        let mut probe = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "r-denied-probe", "labels": {"app.kubernetes.io/instance": "r-denied"}},
+            "spec": {"containers": [{"name": "c", "image": lifeboat_e2e::BASE_IMAGE}]}
+        });
+        // Admissible under the namespace's `restricted`, so only the policy can refuse it.
+        lifeboat_e2e::restrict_test_pod(&mut probe, "Pod");
+        let probe: k8s_openapi::api::core::v1::Pod = serde_json::from_value(probe)?;
+        poll("the admission policy to be in force", Duration::from_secs(60), || async {
+            Ok(match pods.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await {
+                Err(kube::Error::Api(e)) if e.message.contains("refused by the e2e admission policy") => Ok(()),
+                other => Err(format!("not refused yet: {:?}", other.map(|p| p.metadata.name))),
+            })
+        })
+        .await?;
+        let mut m = restored_cluster("r-denied", SOURCE_NS, BACKUP, Entry::Spec, "Parallel", 2);
+        m["spec"]["restore"]["parameters"]["lifeboat.io/prepare-data-deadline"] = json!("60s");
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-denied");
+        create_cluster(&ns, m).await?;
+        let started = std::time::Instant::now();
+        let c = wait_phase(&ns, "r-denied", ClusterPhase::Failed, Duration::from_secs(180)).await?;
+        let took = started.elapsed();
+        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        ensure!(
+            msg.contains("cannot create its pod") && msg.contains("refused by the e2e admission policy"),
+            "the failure does not name the refusal: {msg}"
+        );
+        let bound = Duration::from_secs(60) + CLUSTER_REQUEUE + DEADLINE_SLACK;
+        ensure!(
+            took <= bound,
+            "the restore failed {:.0}s after creation, past its 60s deadline plus {}s",
+            took.as_secs_f64(),
+            (bound - Duration::from_secs(60)).as_secs()
+        );
+        watcher.finish()
+    })
+    .await;
+    let _ = bindings.delete(name, &DeleteParams::default()).await;
+    let _ = policies.delete(name, &DeleteParams::default()).await;
+    outcome
+}
+
+#[tokio::test]
+async fn a_backup_under_continuous_writes_completes_and_its_restore_matches_it() -> Result<()> {
+    in_source("busy-restored", |ns| async move {
+        // A source Cluster of its own: a writer on the shared one would change what the other
+        // tests' Backups of it record.
+        create_cluster(&ns, falkordb_cluster("busy", "Delete", 2)).await?;
+        let outcome = async {
+            wait_phase(&ns, "busy", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+            busy_backup_and_restore(&ns).await
+        }
+        .await;
+        let clusters: Api<lifeboat_api::Cluster> = ns.api();
+        let _ = clusters.delete("busy", &DeleteParams::default()).await;
+        outcome
+    })
+    .await
+}
+
+/// Backs up Cluster `busy` while a writer keeps writing to it, and restores that Backup.
+async fn busy_backup_and_restore(ns: &TestNamespace) -> Result<()> {
+    use lifeboat_e2e::writer::{Writer, WriterConfig};
+    let writer = Writer::start(
+        ns,
+        "busy",
+        WriterConfig {
+            interval: Duration::from_millis(5),
+            max_writes: 10_000_000,
+            max_duration: Duration::from_secs(900),
+        },
+    )
+    .await?;
+    let acked = |w: &Writer| {
+        let p = w.progress();
+        p.acked_replicated + p.acked_primary_only
+    };
+    poll(
+        "writes to flow before the backup",
+        Duration::from_secs(60),
+        || async {
+            Ok(if acked(&writer) >= 50 {
+                Ok(())
+            } else {
+                Err(writer.progress().to_string())
+            })
+        },
+    )
+    .await?;
+    let before = acked(&writer);
+    let backed_up = backup(ns, "busy", "busy-under-writes", REPO).await;
+    let during = acked(&writer) - before;
+    let outcome = writer.finish().await?;
+    let b = backed_up?;
+    eprintln!(
+        "backup under writes: {during} writes acknowledged while it ran, {} in all ({} attempted)",
+        outcome.acked_replicated.len() + outcome.acked_primary_only.len(),
+        outcome.attempted
+    );
+    ensure!(
+        during > 0,
+        "no write was acknowledged while the backup ran, so this proves nothing"
+    );
+    let fp = b
+        .status
+        .and_then(|s| s.dataset)
+        .map(|d| d.fingerprint)
+        .unwrap_or_default();
+    ensure!(
+        !fp.digests.is_empty(),
+        "the backup recorded no content digest: {fp:?}"
+    );
+    // Its restore holds exactly what the saved file held: verified down to the digests.
+    create_cluster(
+        ns,
+        restored_cluster(
+            "busy-restored",
+            SOURCE_NS,
+            "busy-under-writes",
+            Entry::Spec,
+            "Parallel",
+            2,
+        ),
+    )
+    .await?;
+    wait_phase(ns, "busy-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+    assert_verification(ns, "busy-restored").await?;
+    let restores: Api<Restore> = ns.api();
+    let v = r_verification(&restores, "busy-restored-falkordb-restore").await?;
+    ensure!(
+        v.expected == fp,
+        "the Restore checked against {:?}, not the Backup's {fp:?}",
+        v.expected
+    );
+    Ok(())
 }
 
 #[tokio::test]

@@ -24,6 +24,8 @@ pub struct Config {
     pub post_ready_deadline: Duration,
     /// How long a backup may take.
     pub backup_deadline: Duration,
+    /// Requests and limits of every mover Job ([`crate::job_resources`]).
+    pub job_resources: k8s_openapi::api::core::v1::ResourceRequirements,
 }
 
 impl Default for Config {
@@ -35,6 +37,7 @@ impl Default for Config {
             prepare_data_deadline: Duration::from_secs(15 * 60),
             post_ready_deadline: Duration::from_secs(10 * 60),
             backup_deadline: Duration::from_secs(30 * 60),
+            job_resources: crate::job_resources::default_resources(),
         }
     }
 }

@@ -10,13 +10,16 @@ pub mod context;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod job_resources;
 pub mod kubeapi;
 pub mod metrics;
+pub mod mover_env;
 pub mod mover_output;
 pub mod naming;
 pub mod ownership;
 pub mod repo;
 pub mod restore;
+pub mod security;
 pub mod telemetry;
 
 /// The one field manager Lifeboat writes with.

@@ -8,6 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
 use clap::Parser;
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
@@ -67,6 +68,17 @@ struct Args {
     /// `json` or `text`.
     #[arg(long, env = "LIFEBOAT_LOG_FORMAT", default_value = "text")]
     log_format: String,
+    /// Requests and limits of the mover's Jobs, as a JSON ResourceRequirements
+    /// (`{"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {...}}`); Lifeboat's default
+    /// when unset.
+    #[arg(long, env = "LIFEBOAT_JOB_RESOURCES", value_parser = parse_resources)]
+    job_resources: Option<ResourceRequirements>,
+}
+
+fn parse_resources(s: &str) -> Result<ResourceRequirements, String> {
+    serde_json::from_str(s).map_err(|e| {
+        format!("--job-resources: {e}: expected a JSON ResourceRequirements such as {{\"requests\": {{\"memory\": \"128Mi\"}}}}")
+    })
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -198,6 +210,9 @@ async fn run(args: Args) -> Result<(), String> {
         cluster_domain: args.cluster_domain,
         prepare_data_deadline: args.prepare_data_deadline,
         post_ready_deadline: args.post_ready_deadline,
+        job_resources: args
+            .job_resources
+            .unwrap_or_else(lifeboat_operator::job_resources::default_resources),
         ..Config::default()
     };
     let reporter = Reporter {

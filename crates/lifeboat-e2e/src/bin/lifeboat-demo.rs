@@ -52,7 +52,9 @@ async fn main() -> Result<()> {
     }
     nss.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+        &serde_json::from_value(
+            json!({"metadata": {"name": NS, "labels": lifeboat_e2e::restricted_namespace_labels("demo")}}),
+        )?,
     )
     .await?;
     let ns = TestNamespace {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume,
-    VolumeMount,
+    Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
+    ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -290,9 +290,10 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     // is what WipeOut deletes a Cluster's backups by (the name alone could be another Cluster's
     // of the same name, or a Helm release's). The engine recorded here goes into the dataset.
     let engine = cluster.spec.cluster_def.clone().unwrap_or_default();
+    // A merge patch with the UID as precondition: an apply to a Backup deleted meanwhile would
+    // be a create, which the operator may not do.
     let label_patch = serde_json::json!({
-        "apiVersion": "dataprotection.kubeblocks.io/v1alpha1", "kind": "Backup",
-        "metadata": {"name": name, "namespace": ns, "labels": {
+        "metadata": {"uid": b.uid(), "labels": {
             labels::INSTANCE: cluster_name, labels::COMPONENT_NAME: component,
             "app.kubernetes.io/name": engine, labels::BACKUP_POLICY: policy_name,
             labels::CLUSTER_UID: cluster.uid().unwrap_or_default(),
@@ -301,8 +302,11 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     Api::<Backup>::namespaced(ctx.client.clone(), &ns)
         .patch(
             &name,
-            &kube::api::PatchParams::apply(crate::FIELD_MANAGER),
-            &kube::api::Patch::Apply(&label_patch),
+            &kube::api::PatchParams {
+                field_manager: Some(crate::FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(&label_patch),
         )
         .await
         .map_err(Error::kube("labelling", format!("Backup {ns}/{name}")))?;
@@ -318,7 +322,45 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         .unwrap_or_default();
     // Before any data exists: a Backup deleted from here on takes its data with it.
     super::deletion::hold(ctx, b).await?;
-    let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config, deadline);
+    let method = policy
+        .spec
+        .backup_methods
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.name == b.spec.backup_method);
+    if let Some((i, m)) = method
+        && let Some((j, var)) = crate::mover_env::first_reserved(&m.env)
+    {
+        return fail(
+            ctx,
+            b,
+            st,
+            format!(
+                "BackupPolicy {ns}/{policy_name}: spec.backupMethods[{i}].env[{j}] {}",
+                crate::mover_env::refusal(var)
+            ),
+        )
+        .await;
+    }
+    let method = method.map(|(_, m)| m);
+    let server = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == component))
+        .and_then(|c| c.resources.as_ref());
+    let resources = crate::job_resources::for_backup(
+        &ctx.config.job_resources,
+        method
+            .and_then(|m| m.runtime_settings.as_ref())
+            .and_then(|r| r.resources.as_ref()),
+        server,
+    );
+    let run = JobRun {
+        deadline,
+        resources,
+        user_env: method.map(|m| m.env.as_slice()).unwrap_or_default(),
+    };
+    let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config, run);
     kubeapi::create_if_absent(&ctx.client, &job).await?;
     st.phase = Some(BackupPhase::Running);
     st.start_timestamp = Some(now());
@@ -349,6 +391,13 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     Ok(Action::requeue(Duration::from_secs(3)))
 }
 
+/// How a backup Job runs: its deadline, its bounds and the method's own environment.
+struct JobRun<'a> {
+    deadline: Duration,
+    resources: ResourceRequirements,
+    user_env: &'a [EnvVar],
+}
+
 fn backup_job(
     b: &Backup,
     pod: &Pod,
@@ -356,8 +405,13 @@ fn backup_job(
     secret: &str,
     access: &repo::access::RepoAccess,
     cfg: &crate::context::Config,
-    deadline: Duration,
+    run: JobRun<'_>,
 ) -> Job {
+    let JobRun {
+        deadline,
+        resources,
+        user_env,
+    } = run;
     let ns = b.namespace().unwrap_or_default();
     let claim = pod
         .spec
@@ -392,6 +446,9 @@ fn backup_job(
         env("LIFEBOAT_LOG_FORMAT", "json".into()),
         password_env(secret, "LIFEBOAT_REDIS_PASSWORD"),
     ]);
+    // The method's own variables, after Lifeboat's; none of them can be one of Lifeboat's
+    // (refused above), so none overrides them.
+    envs.extend(user_env.iter().cloned());
     let mut mounts = vec![VolumeMount {
         name: "data".into(),
         mount_path: DATA_DIR.into(),
@@ -436,7 +493,7 @@ fn backup_job(
                     labels: Some(labels_map.into()),
                     ..Default::default()
                 }),
-                spec: Some(PodSpec {
+                spec: Some(crate::security::restricted(PodSpec {
                     restart_policy: Some("Never".into()),
                     // The data volume is ReadWriteOnce: the Job must run where the server runs.
                     // A node selector, not nodeName, so the scheduler still binds the repo volume
@@ -455,11 +512,12 @@ fn backup_job(
                         env: Some(envs),
                         volume_mounts: Some(mounts),
                         termination_message_policy: Some("FallbackToLogsOnError".into()),
+                        resources: Some(resources),
                         ..Default::default()
                     }],
                     volumes: Some(volumes),
                     ..Default::default()
-                }),
+                })),
             },
             ..Default::default()
         }),

@@ -106,7 +106,7 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
             crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
             kubeapi::create_if_absent(
                 &ctx.client,
-                &delete_job(b, &job_name, &data, &access, &ctx.config.mover_image),
+                &delete_job(b, &job_name, &data, &access, &ctx.config),
             )
             .await?;
             Ok(Action::requeue(std::time::Duration::from_secs(3)))
@@ -169,7 +169,7 @@ fn delete_job(
     name: &str,
     data: &str,
     access: &repo::access::RepoAccess,
-    image: &str,
+    cfg: &crate::context::Config,
 ) -> Job {
     let mut env = access.env.clone();
     env.push(k8s_openapi::api::core::v1::EnvVar {
@@ -201,22 +201,23 @@ fn delete_job(
                     labels: Some(labels_map),
                     ..Default::default()
                 }),
-                spec: Some(PodSpec {
+                spec: Some(crate::security::restricted(PodSpec {
                     restart_policy: Some("Never".into()),
                     enable_service_links: Some(false),
                     containers: vec![Container {
                         name: "delete".into(),
-                        image: Some(image.to_owned()),
+                        image: Some(cfg.mover_image.clone()),
                         image_pull_policy: Some("IfNotPresent".into()),
                         command: Some(vec!["lifeboat-mover".into(), "delete".into()]),
                         env: Some(env),
                         volume_mounts: Some(access.mounts.clone()),
                         termination_message_policy: Some("FallbackToLogsOnError".into()),
+                        resources: Some(cfg.job_resources.clone()),
                         ..Default::default()
                     }],
                     volumes: Some(access.volumes.clone()),
                     ..Default::default()
-                }),
+                })),
             },
             ..Default::default()
         }),

@@ -75,6 +75,7 @@ pub fn default_policy(
                     }],
                 }),
                 env: vec![],
+                runtime_settings: None,
             }],
         },
     );

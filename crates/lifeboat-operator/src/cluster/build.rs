@@ -466,7 +466,7 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                     annotations: Some(pod_annotations),
                     ..Default::default()
                 }),
-                spec: Some(PodSpec {
+                spec: Some(crate::security::restricted(PodSpec {
                     readiness_gates: gated.then(|| {
                         vec![PodReadinessGate {
                             condition_type: labels::READINESS_GATE_RESTORE_VERIFIED.into(),
@@ -548,7 +548,7 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                     }],
                     volumes: Some(volumes),
                     ..Default::default()
-                }),
+                })),
             },
             volume_claim_templates: Some(
                 comp.spec
@@ -732,6 +732,37 @@ mod tests {
         assert_eq!(members["data"].as_array().map(Vec::len), Some(2));
         assert_eq!(members["sentinels"].as_array().map(Vec::len), Some(3));
         assert_eq!(members["quorum"], 2);
+    }
+
+    #[test]
+    fn data_and_sentinel_pods_are_admitted_under_restricted() {
+        let (c, v) = built(false);
+        for gate in [false, true] {
+            let input = input(&c, &v, gate);
+            for comp in [v.data().expect("data"), v.sentinel().expect("sentinel")] {
+                let pod = statefulset(&input, comp)
+                    .spec
+                    .and_then(|s| s.template.spec)
+                    .expect("pod spec");
+                assert_eq!(
+                    crate::security::restricted_violations(&pod),
+                    Vec::<String>::new(),
+                    "{}",
+                    comp.spec.name
+                );
+                let sc = pod.security_context.as_ref().expect("pod context");
+                assert_eq!(sc.run_as_user, Some(crate::security::RUN_AS_USER));
+                assert!(
+                    pod.containers.iter().all(|c| c
+                        .security_context
+                        .as_ref()
+                        .and_then(|s| s.read_only_root_filesystem)
+                        == Some(true)),
+                    "{}: a writable root filesystem",
+                    comp.spec.name
+                );
+            }
+        }
     }
 
     #[test]

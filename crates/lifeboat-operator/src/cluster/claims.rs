@@ -244,14 +244,18 @@ pub async fn adopt(ctx: &Context, cluster: &Cluster) -> Result<()> {
     let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
     for pvc in candidates.iter().filter(|p| adoptable(&id, p, &mounted)) {
         let name = pvc.name_any();
+        // A merge patch on exactly the claim that was judged (its UID is a precondition): an
+        // apply would create a claim deleted meanwhile.
         let patch = serde_json::json!({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": ns, "labels": {labels::CLUSTER_UID: id.uid}}
+            "metadata": {"uid": pvc.uid(), "labels": {labels::CLUSTER_UID: id.uid}}
         });
         api.patch(
             &name,
-            &PatchParams::apply(FIELD_MANAGER),
-            &Patch::Apply(&patch),
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
         )
         .await
         .map_err(Error::kube(

@@ -491,15 +491,21 @@ async fn observe_roles(
             continue;
         };
         if p.labels().get(labels::ROLE).map(String::as_str) != Some(*want) {
+            // A merge patch, not an apply: an apply to a pod deleted since it was listed would
+            // be a create, which the operator may not do (and is refused as such, not as
+            // missing). The UID makes it a precondition: a pod re-created under the name in
+            // between is not labelled with what its predecessor was.
             let patch = serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": pod_name, "namespace": ns, "labels": {labels::ROLE: want}}
+                "metadata": {"uid": p.uid(), "labels": {labels::ROLE: want}}
             });
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             api.patch(
                 &pod_name,
-                &kube::api::PatchParams::apply(crate::FIELD_MANAGER),
-                &kube::api::Patch::Apply(&patch),
+                &kube::api::PatchParams {
+                    field_manager: Some(crate::FIELD_MANAGER.into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(&patch),
             )
             .await
             .map_err(Error::kube(

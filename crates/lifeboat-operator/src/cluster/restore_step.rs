@@ -363,6 +363,7 @@ pub async fn step(
             image: &ctx.config.mover_image,
             repo: &access,
             backup_path: &backup_path,
+            resources: &ctx.config.job_resources,
         };
         let mut refusal = None;
         for i in &p.create_pvcs {

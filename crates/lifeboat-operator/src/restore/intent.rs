@@ -166,6 +166,12 @@ pub fn intent(
                     )
                 })?,
             };
+            if let Some((_, name)) = crate::mover_env::first_reserved(&env) {
+                return Err(Invalid::new(
+                    param(labels::PARAM_RESTORE_ENV),
+                    crate::mover_env::refusal(name),
+                ));
+            }
             let deadlines_given = p.contains_key(labels::PARAM_PREPARE_DATA_DEADLINE)
                 || p.contains_key(labels::PARAM_POST_READY_DEADLINE);
             let deadline = |key: &str, default: Duration| match p.get(key) {
@@ -228,6 +234,15 @@ pub fn intent(
                         format!(
                             "component {component:?} asks for restoreTime {t:?}; point-in-time \
                              recovery is not supported"
+                        ),
+                    ));
+                }
+                if let Some((_, name)) = crate::mover_env::first_reserved(&req.env) {
+                    return Err(Invalid::new(
+                        field,
+                        format!(
+                            "component {component:?}: env {}",
+                            crate::mover_env::refusal(name)
                         ),
                     ));
                 }
@@ -345,6 +360,30 @@ mod tests {
         assert!(e.field.contains(labels::PARAM_PREPARE_DATA_DEADLINE), "{e}");
         let e = run(&with_spec(&[(labels::PARAM_RESTORE_ENV, "{")])).expect_err("invalid");
         assert!(e.field.contains(labels::PARAM_RESTORE_ENV), "{e}");
+    }
+
+    #[test]
+    fn user_environment_never_overrides_the_movers_own_settings() {
+        let e = run(&with_spec(&[(
+            labels::PARAM_RESTORE_ENV,
+            r#"[{"name":"TZ","value":"UTC"},{"name":"LIFEBOAT_REPO","value":"file:///elsewhere"}]"#,
+        )]))
+        .expect_err("a reserved variable");
+        assert!(e.field.contains(labels::PARAM_RESTORE_ENV), "{e}");
+        assert!(e.message.contains("LIFEBOAT_REPO"), "{e}");
+        let e = run(&with_annotation(
+            r#"{"falkordb":{"name":"b","env":[{"name":"AWS_ENDPOINT_URL","value":"http://x"}]}}"#,
+        ))
+        .expect_err("a reserved variable");
+        assert!(e.message.contains("AWS_ENDPOINT_URL"), "{e}");
+        // A variable of the user's own passes through.
+        let ok = run(&with_spec(&[(
+            labels::PARAM_RESTORE_ENV,
+            r#"[{"name":"TZ","value":"UTC"}]"#,
+        )]))
+        .expect("valid")
+        .expect("restore");
+        assert_eq!(ok.components[0].env[0].name, "TZ");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Volume, VolumeMount,
+    PodTemplateSpec, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -130,6 +130,8 @@ pub struct JobInput<'a> {
     pub repo: &'a RepoAccess,
     /// The backup's name inside the repo.
     pub backup_path: &'a str,
+    /// Requests and limits of the Jobs' container.
+    pub resources: &'a ResourceRequirements,
 }
 
 fn job(
@@ -174,13 +176,13 @@ fn job(
                     labels: Some(labels),
                     ..Default::default()
                 }),
-                spec: Some(PodSpec {
+                spec: Some(crate::security::restricted(PodSpec {
                     restart_policy: Some("Never".into()),
                     enable_service_links: Some(false),
                     containers: vec![container],
                     volumes: Some(volumes),
                     ..Default::default()
-                }),
+                })),
             },
             ..Default::default()
         }),
@@ -220,6 +222,7 @@ pub fn prepare_data_job(input: &JobInput<'_>, ordinal: i32) -> Job {
         env: Some(env_vars),
         volume_mounts: Some(mounts),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
+        resources: Some(input.resources.clone()),
         ..Default::default()
     };
     job(
@@ -261,6 +264,7 @@ pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
         env: Some(env_vars),
         volume_mounts: Some(input.repo.mounts.clone()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
+        resources: Some(input.resources.clone()),
         ..Default::default()
     };
     let mut j = job(
@@ -292,6 +296,73 @@ mod tests {
     use crate::cluster::claims::{self, ClusterIdentity, Proof, Verdict};
     use crate::cluster::test_support::field_report_cluster;
     use crate::cluster::validate::validate;
+
+    fn restore_jobs(repo: &RepoAccess) -> Vec<Job> {
+        let c = field_report_cluster();
+        let v = validate(&c).expect("valid");
+        let comp = v.data().expect("data");
+        let req = ComponentRestore {
+            component: comp.spec.name.clone(),
+            backup_name: "b".into(),
+            backup_namespace: "ns".into(),
+            policy: Default::default(),
+            env: Vec::new(),
+            prepare_data_deadline: std::time::Duration::from_secs(900),
+            post_ready_deadline: std::time::Duration::from_secs(600),
+            deadlines_given: false,
+        };
+        let resources = crate::job_resources::default_resources();
+        let input = JobInput {
+            cluster: &c,
+            comp,
+            req: &req,
+            owner: None,
+            image: "mover",
+            repo,
+            backup_path: "b-1234",
+            resources: &resources,
+        };
+        vec![
+            prepare_data_job(&input, 0),
+            verify_job(&input, "secret", "cluster.local"),
+        ]
+    }
+
+    fn s3_access() -> RepoAccess {
+        let repo: lifeboat_api::BackupRepo = serde_json::from_value(serde_json::json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1", "kind": "BackupRepo",
+            "metadata": {"name": "s3"},
+            "spec": {"storageProviderRef": "s3", "pvReclaimPolicy": "Retain",
+                "config": {"bucket": "b", "endpoint": "http://e", "region": "r"},
+                "credential": {"name": "cred", "namespace": "ns"}}
+        }))
+        .expect("repo");
+        crate::repo::access::access(&repo, "ns").expect("access")
+    }
+
+    #[test]
+    fn restore_jobs_are_restricted_bounded_and_set_only_reserved_variables() {
+        for job in restore_jobs(&s3_access()) {
+            let pod = job.spec.and_then(|s| s.template.spec).expect("pod spec");
+            assert_eq!(
+                crate::security::restricted_violations(&pod),
+                Vec::<String>::new()
+            );
+            let c = &pod.containers[0];
+            assert_eq!(
+                c.resources.as_ref(),
+                Some(&crate::job_resources::default_resources())
+            );
+            // A user variable can never shadow one of these: each is refused by name.
+            for e in c.env.iter().flatten() {
+                assert!(
+                    crate::mover_env::is_reserved(&e.name),
+                    "{} is not reserved",
+                    e.name
+                );
+            }
+        }
+    }
 
     #[test]
     fn restored_volumes_are_provably_the_clusters() {

@@ -92,6 +92,21 @@ pub struct BackupMethod {
     /// Extra environment variables for the backup job.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// How the method's backup Jobs run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_settings: Option<RuntimeSettings>,
+}
+
+/// How a backup method's Jobs run.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSettings {
+    /// Requests and limits of the backup Job's container, taken whole instead of Lifeboat's
+    /// default. Without them the Job gets the operator's default bounds, with a memory limit
+    /// grown by the database container's own (the backup loads the saved file into a scratch
+    /// server to fingerprint it), or no memory limit when the database container has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// The volumes a backup method reads.
