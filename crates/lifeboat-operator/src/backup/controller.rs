@@ -314,6 +314,9 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         object: format!("BackupRepo {}", repo_obj.name_any()),
         message: e.to_string(),
     })?;
+    if let Err(msg) = crate::repo::namespaces::allows(&repo_obj, &ns) {
+        return fail(ctx, b, st, msg).await;
+    }
     crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
     let secret = target
         .connection_credential

@@ -253,6 +253,20 @@ pub async fn ensure_namespace_access(
                     object: format!("Secret {src_ns}/{src_name} (credential of BackupRepo {name})"),
                     field: "data",
                 })?;
+            // Recorded before the copy exists, so that the sweep, which finds copies by these
+            // records and never by listing Secrets, cannot miss one.
+            if !super::namespaces::recorded(repo).contains(namespace) {
+                let patch = serde_json::json!({"metadata": {"annotations": {
+                    super::namespaces::copy_key(namespace): k8s_openapi::jiff::Timestamp::now().to_string()
+                }}});
+                Api::<BackupRepo>::all(ctx.client.clone())
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(Error::kube(
+                        "recording a credential copy on",
+                        format!("BackupRepo {name}"),
+                    ))?;
+            }
             kubeapi::apply(&ctx.client, &copies::credential_copy(repo, namespace, &src)).await?;
         }
     }

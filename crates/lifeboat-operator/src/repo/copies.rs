@@ -168,13 +168,23 @@ fn copy_meta(repo: &BackupRepo, name: String, namespace: &str) -> ObjectMeta {
     }
 }
 
-/// The copy of the repo's credential Secret in `namespace`, owned by the repo.
+/// The keys of a repo's credential Secret that the mover reads; nothing else is copied.
+pub const CREDENTIAL_KEYS: &[&str] = &["accessKeyId", "secretAccessKey"];
+
+/// The copy of the repo's credential Secret in `namespace`, owned by the repo: the keys the
+/// mover needs ([`CREDENTIAL_KEYS`]) and no other.
 pub fn credential_copy(repo: &BackupRepo, namespace: &str, src: &Secret) -> Secret {
     let mut metadata = copy_meta(repo, naming::repo_credential(&repo.name_any()), namespace);
     metadata.owner_references = repo.controller_owner_ref(&()).map(|o| vec![o]);
+    let data = src.data.as_ref().map(|d| {
+        d.iter()
+            .filter(|(k, _)| CREDENTIAL_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
     Secret {
         metadata,
-        data: src.data.clone(),
+        data,
         type_: Some("Opaque".into()),
         ..Default::default()
     }
@@ -249,21 +259,17 @@ fn tolerate_race(r: std::result::Result<(), kube::Error>) -> std::result::Result
 
 /// Removes the copies of `repo` from namespaces that no longer use it ([`in_use`]): the
 /// credential copy always, the volume under `pvReclaimPolicy: Delete` (under `Retain` it stays,
-/// with the backups in it). Copies are found by the repo's UID label, nothing else.
+/// with the backups in it). Credential copies are found through the namespaces recorded on the
+/// repo ([`super::namespaces`]) and deleted only when they carry the repo's UID; volumes by the
+/// repo's UID label.
 pub async fn sweep(ctx: &Context, repo: &BackupRepo) -> Result<()> {
     let Some(uid) = repo.uid().filter(|u| !u.is_empty()) else {
         return Ok(());
     };
     let name = repo.name_any();
     let lp = ListParams::default().labels(&format!("{}={uid}", labels::BACKUP_REPO_UID));
-    let secrets = Api::<Secret>::all(ctx.client.clone())
-        .list(&lp)
-        .await
-        .map_err(Error::kube(
-            "listing credential copies of",
-            format!("BackupRepo {name}"),
-        ))?
-        .items;
+    let recorded = super::namespaces::recorded(repo);
+    let copy_name = naming::repo_credential(&name);
     let volumes = Api::<PersistentVolumeClaim>::all(ctx.client.clone())
         .list(&lp)
         .await
@@ -272,9 +278,9 @@ pub async fn sweep(ctx: &Context, repo: &BackupRepo) -> Result<()> {
             format!("BackupRepo {name}"),
         ))?
         .items;
-    let namespaces: std::collections::BTreeSet<String> = secrets
+    let namespaces: std::collections::BTreeSet<String> = recorded
         .iter()
-        .filter_map(|s| s.namespace())
+        .cloned()
         .chain(volumes.iter().filter_map(|v| v.namespace()))
         .collect();
     let delete_volumes = repo.spec.pv_reclaim_policy == PvReclaimPolicy::Delete;
@@ -291,15 +297,33 @@ pub async fn sweep(ctx: &Context, repo: &BackupRepo) -> Result<()> {
             tracing::debug!(repo = %name, namespace = %ns, why, "repo still in use");
             continue;
         }
-        for s in secrets
-            .iter()
-            .filter(|s| s.namespace().as_deref() == Some(&ns))
-        {
-            let sname = s.name_any();
-            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-            tolerate_race(api.delete(&sname, &unchanged(s.meta())).await.map(|_| ()))
-                .map_err(Error::kube("deleting", format!("Secret {ns}/{sname}")))?;
-            tracing::info!(repo = %name, namespace = %ns, secret = %sname, "namespace no longer uses the repo: credential copy deleted");
+        if recorded.contains(&ns) {
+            let copy: Option<Secret> = kubeapi::get_opt(&ctx.client, &ns, &copy_name).await?;
+            if let Some(s) = copy.filter(|s| labelled(s.meta(), labels::BACKUP_REPO_UID, &uid)) {
+                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+                tolerate_race(
+                    api.delete(&copy_name, &unchanged(s.meta()))
+                        .await
+                        .map(|_| ()),
+                )
+                .map_err(Error::kube("deleting", format!("Secret {ns}/{copy_name}")))?;
+                tracing::info!(repo = %name, namespace = %ns, secret = %copy_name, "namespace no longer uses the repo: credential copy deleted");
+            }
+            // The record goes once no copy of this repo is left there (a copy made again since
+            // was recorded before it was made, and the next sweep sees it).
+            let still: Option<Secret> = kubeapi::get_opt(&ctx.client, &ns, &copy_name).await?;
+            if !still.is_some_and(|s| labelled(s.meta(), labels::BACKUP_REPO_UID, &uid)) {
+                let patch = serde_json::json!({"metadata": {"annotations": {
+                    super::namespaces::copy_key(&ns): null
+                }}});
+                Api::<BackupRepo>::all(ctx.client.clone())
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(Error::kube(
+                        "forgetting a credential copy on",
+                        format!("BackupRepo {name}"),
+                    ))?;
+            }
         }
         if !delete_volumes {
             continue;
@@ -325,6 +349,25 @@ pub async fn sweep(ctx: &Context, repo: &BackupRepo) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_copy_holds_only_the_keys_the_mover_reads() {
+        let repo: BackupRepo = serde_json::from_value(serde_json::json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1", "kind": "BackupRepo",
+            "metadata": {"name": "s3", "uid": "u-1"},
+            "spec": {"storageProviderRef": "s3", "pvReclaimPolicy": "Retain"}
+        }))
+        .expect("repo");
+        let src: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cred", "namespace": "ops"},
+            "data": {"accessKeyId": "YQ==", "secretAccessKey": "Yg==", "rootPassword": "Yw=="}
+        }))
+        .expect("secret");
+        let copy = credential_copy(&repo, "team", &src);
+        let keys: Vec<&String> = copy.data.iter().flatten().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["accessKeyId", "secretAccessKey"]);
+        assert_eq!(copy.metadata.namespace.as_deref(), Some("team"));
+    }
     use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
     use k8s_openapi::api::core::v1::{
         Container, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, PodTemplateSpec,

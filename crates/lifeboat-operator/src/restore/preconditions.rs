@@ -122,6 +122,7 @@ pub fn check(
     match repo {
         None => Err(format!("BackupRepo {repo_name:?} of {what} does not exist")),
         Some(r) => {
+            crate::repo::namespaces::allows(r, cluster_ns)?;
             let st = r.status.clone().unwrap_or_default();
             if st.phase == Some(BackupRepoPhase::Ready) {
                 Ok(())
@@ -229,6 +230,21 @@ mod tests {
             run(&req("demo"), Some(&b), Some(&repo(BackupRepoPhase::Ready))),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_repo_that_does_not_serve_the_clusters_namespace_refuses_the_restore() {
+        let b = backup(BackupPhase::Completed, 1000);
+        let mut r = repo(BackupRepoPhase::Ready);
+        r.metadata.annotations = Some(
+            [(
+                crate::repo::namespaces::ALLOWED_NAMESPACES.to_owned(),
+                "prod".to_owned(),
+            )]
+            .into(),
+        );
+        let e = run(&req("demo"), Some(&b), Some(&r)).expect_err("not served");
+        assert!(e.contains("does not serve namespace"), "{e}");
     }
 
     #[test]
