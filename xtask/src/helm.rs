@@ -132,6 +132,72 @@ pub fn check() -> Result<()> {
     Ok(())
 }
 
+/// Values unlike the defaults in every way the templates branch on, for [`server_dry_run`].
+const NON_DEFAULT_VALUES: &str = "deploy/helm/lifeboat/ci/non-default-values.yaml";
+
+/// `helm template`, with the default values and with [`NON_DEFAULT_VALUES`], applied to the
+/// running bed with `kubectl apply --dry-run=server`: the API server validates every object
+/// (schemas, CEL, admission) without keeping any.
+pub fn server_dry_run() -> Result<()> {
+    let helm = ensure_helm()?;
+    let root = workspace_root();
+    let chart = root.join(CHART);
+    for values in [None, Some(root.join(NON_DEFAULT_VALUES))] {
+        let mut c = Command::new(&helm);
+        c.args(["template", RELEASE]).arg(&chart).args([
+            "--namespace",
+            NAMESPACE,
+            "--include-crds",
+        ]);
+        if let Some(v) = &values {
+            c.arg("--values").arg(v);
+        }
+        helm_env(&mut c);
+        let out = c.output().context("running helm template")?;
+        if !out.status.success() {
+            bail!(
+                "helm template ({}): {}",
+                values
+                    .as_ref()
+                    .map_or("default values".into(), |v| v.display().to_string()),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let which = values
+            .as_ref()
+            .map_or("default values".to_owned(), |v| v.display().to_string());
+        let mut apply = crate::testbed::kubectl_command(&[
+            "apply",
+            "--dry-run=server",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ]);
+        apply
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = apply.spawn().context("running kubectl apply")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write as _;
+            stdin.write_all(&out.stdout)?;
+        }
+        let done = child.wait_with_output()?;
+        if !done.status.success() {
+            bail!(
+                "kubectl apply --dry-run=server of the chart with {which}: {}",
+                String::from_utf8_lossy(&done.stderr).trim()
+            );
+        }
+        let objects = String::from_utf8_lossy(&done.stdout).lines().count();
+        eprintln!(
+            "helm template with {which}: {objects} objects accepted by the API server (dry run)"
+        );
+    }
+    Ok(())
+}
+
 /// `helm template` output with the header and the Namespace it installs into prepended; the chart
 /// itself creates no Namespace because `helm install --create-namespace` owns that.
 fn render_manifest(helm: &Path, chart: &Path) -> Result<String> {

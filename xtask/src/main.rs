@@ -42,6 +42,8 @@ enum Task {
     Helm(helm::HelmArgs),
     /// Rebuild the project's images and deploy Lifeboat onto the running test bed.
     Deploy,
+    /// Check the operator's ClusterRole and Role against its requests in the bed's audit log.
+    Rbac(rbac::RbacArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -53,5 +55,6 @@ fn main() -> anyhow::Result<()> {
         Task::Bench(args) => bench::run(args),
         Task::Helm(args) => helm::run(args),
         Task::Deploy => testbed::images().and_then(|()| deploy::operator()),
+        Task::Rbac(args) => rbac::check(args.since),
     }
 }

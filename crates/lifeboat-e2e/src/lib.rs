@@ -7,6 +7,7 @@
 //! is deleted afterwards, waits by polling with deadlines, and prints what it
 //! observed in the namespace when it fails.
 
+pub mod leaks;
 pub mod lifeboat;
 pub mod s3;
 pub mod scenario;
@@ -136,6 +137,25 @@ impl TestNamespace {
     }
 }
 
+/// Fails naming each place in namespace `ns` (or the operator's log of the last `elapsed`) that
+/// holds a secret value; prints what was searched.
+async fn leak_check(client: &Client, ns: &str, elapsed: Duration) -> Result<()> {
+    let since = i64::try_from(elapsed.as_secs())
+        .unwrap_or(i64::MAX)
+        .saturating_add(60);
+    let found = leaks::search(client, ns, since).await?;
+    eprintln!(
+        "secret leak search in {ns}: {} secret values in {} texts, {} hits",
+        found.secrets,
+        found.texts,
+        found.hits.len()
+    );
+    if !found.hits.is_empty() {
+        bail!("secret values leaked:\n  {}", found.hits.join("\n  "));
+    }
+    Ok(())
+}
+
 /// Runs `body` in a fresh namespace named after `test`, prints the namespace's state if the body
 /// fails, and deletes the namespace either way (waiting until it is gone).
 pub async fn in_namespace<F, Fut>(test: &str, body: F) -> Result<()>
@@ -169,11 +189,18 @@ where
     )
     .await?;
 
+    let started = Instant::now();
     let result = body(TestNamespace {
         client: client.clone(),
         name: name.clone(),
     })
     .await;
+    // Before the namespace goes: no secret value the test could have used may appear in its
+    // objects, events, pod command lines, Job logs, or the operator's log of the test's time.
+    let result = match result {
+        Ok(()) => leak_check(&client, &name, started.elapsed()).await,
+        Err(e) => Err(e),
+    };
     if result.is_err() {
         eprintln!("{}", describe_namespace(&client, &name).await);
     }

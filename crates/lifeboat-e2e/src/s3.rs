@@ -90,7 +90,9 @@ pub async fn s3_repo(
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": secret_name},
-        "stringData": {"accessKeyId": creds.access_key_id, "secretAccessKey": creds.secret_access_key}
+        // A key the mover does not read, as a user's Secret may hold: it is never copied.
+        "stringData": {"accessKeyId": creds.access_key_id, "secretAccessKey": creds.secret_access_key,
+                       "rootPassword": format!("{}-root", creds.secret_access_key)}
     });
     secrets
         .patch(

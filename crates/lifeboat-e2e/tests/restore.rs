@@ -420,6 +420,36 @@ async fn backup_not_completed_fails_naming_it() -> Result<()> {
 }
 
 #[tokio::test]
+async fn restore_env_naming_a_mover_setting_is_refused_naming_it() -> Result<()> {
+    in_namespace("restore-env", |ns| async move {
+        let mut m = restored_cluster(
+            "fdb-restored",
+            SOURCE_NS,
+            BACKUP,
+            Entry::Spec,
+            "Parallel",
+            2,
+        );
+        // Appended after Lifeboat's own variables, this would point the mover at another repo.
+        m["spec"]["restore"]["parameters"]["dataprotection.kubeblocks.io/restore-env"] =
+            json!(r#"[{"name":"LIFEBOAT_REPO","value":"file:///elsewhere"}]"#);
+        expect_failed(
+            &ns,
+            m,
+            &["dataprotection.kubeblocks.io/restore-env", "LIFEBOAT_REPO"],
+        )
+        .await?;
+        let jobs: Api<Job> = ns.api();
+        ensure!(
+            jobs.list(&ListParams::default()).await?.items.is_empty(),
+            "a Job was created for a restore whose environment was refused"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn malformed_annotation_fails_before_any_pod() -> Result<()> {
     in_namespace("restore-malformed", |ns| async move {
         let mut m = falkordb_cluster("fdb-restored", "Delete", 2);

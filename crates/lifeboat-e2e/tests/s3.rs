@@ -10,8 +10,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use lifeboat_api::dataprotection::v1alpha1::BackupRepoPhase;
-use lifeboat_api::{Backup, ClusterPhase};
+use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, BackupRepoPhase};
+use lifeboat_api::{Backup, BackupRepo, ClusterPhase};
 use lifeboat_e2e::lifeboat::*;
 use lifeboat_e2e::s3::*;
 use lifeboat_e2e::scenario::*;
@@ -219,15 +219,51 @@ async fn deleting_a_backup_leaves_a_sibling_whose_name_extends_it() -> Result<()
         wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
         let written = write_dataset(&ns, "fdb", 500, 64).await?;
         policy_for_repo(&ns, "fdb", "fdb-to-s3", REPO).await?;
+        let secrets: Api<Secret> = ns.api();
+        let copy_name = format!("lifeboat-repo-{REPO}-credential");
+        let repos: Api<BackupRepo> = Api::all(ns.client.clone());
+        let record = format!("copies.lifeboat.io/{}", ns.name);
+
+        // A repo that does not serve this namespace: the Backup fails naming why, and its
+        // credentials never reach the namespace.
+        let limit = |v: serde_json::Value| {
+            json!({"metadata": {"annotations": {"lifeboat.io/allowed-namespaces": v}}})
+        };
+        repos
+            .patch(REPO, &PatchParams::default(), &Patch::Merge(&limit(json!("e2e-elsewhere"))))
+            .await?;
+        create_backup(&ns, "refused", "fdb-to-s3", "Delete").await?;
+        let refused = wait_backup(&ns, "refused", BackupPhase::Failed, Duration::from_secs(120)).await?;
+        let msg = refused.status.and_then(|s| s.failure_reason).unwrap_or_default();
+        ensure!(
+            msg.contains("does not serve namespace") && msg.contains(&ns.name) && msg.contains("lifeboat.io/allowed-namespaces"),
+            "the refused Backup does not say why: {msg}"
+        );
+        ensure!(
+            secrets.get_opt(&copy_name).await?.is_none(),
+            "a repo that does not serve the namespace copied its credentials there"
+        );
+        repos
+            .patch(REPO, &PatchParams::default(), &Patch::Merge(&limit(json!(format!("{}, e2e-elsewhere", ns.name)))))
+            .await?;
         let a = backup_with(&ns, "a", "fdb-to-s3", "Delete").await?;
         let ab = backup_with(&ns, "a-b", "fdb-to-s3", "Delete").await?;
         ensure_backup_holds(&ab, &written)?;
 
         // Using the repo gave the namespace a copy of its credentials, labelled with the repo's
-        // UID and owned by the repo.
-        let secrets: Api<Secret> = ns.api();
-        let copy_name = format!("lifeboat-repo-{REPO}-credential");
+        // UID and owned by the repo, holding only what the mover reads, and recorded on the repo.
         let copy = secrets.get(&copy_name).await?;
+        let keys: Vec<&String> = copy.data.iter().flatten().map(|(k, _)| k).collect();
+        ensure!(
+            keys == ["accessKeyId", "secretAccessKey"],
+            "the credential copy holds keys {keys:?}, not only the two the mover reads"
+        );
+        ensure!(
+            repos.get(REPO).await?.annotations().contains_key(&record),
+            "the repo does not record its copy in {}: {:?}",
+            ns.name,
+            repos.get(REPO).await?.annotations()
+        );
         ensure!(
             copy.labels().get("lifeboat.io/backup-repo-uid") == Some(&repo_uid)
                 && copy.owner_references().iter().any(|o| o.uid == repo_uid),
@@ -311,6 +347,16 @@ async fn deleting_a_backup_leaves_a_sibling_whose_name_extends_it() -> Result<()
                 })
             },
         )
+        .await?;
+        // And the repo forgets it.
+        poll("the repo to forget the copy", REPO_CHECK, || async {
+            let annotations = repos.get(REPO).await?.annotations().clone();
+            Ok(if annotations.contains_key(&record) {
+                Err(format!("still recorded: {annotations:?}"))
+            } else {
+                Ok(())
+            })
+        })
         .await
     })
     .await;

@@ -32,6 +32,19 @@ struct Args {
     /// How many Clusters are reconciled at once.
     #[arg(long, env = "LIFEBOAT_CONCURRENCY", default_value_t = 4)]
     concurrency: u16,
+    /// How many Backups are reconciled at once.
+    #[arg(long, env = "LIFEBOAT_BACKUP_CONCURRENCY", default_value_t = 4)]
+    backup_concurrency: u16,
+    /// How many BackupRepos are reconciled (and their stores probed) at once.
+    #[arg(long, env = "LIFEBOAT_REPO_CONCURRENCY", default_value_t = 2)]
+    repo_concurrency: u16,
+    /// The leader Lease's name; two installations in one namespace need two names.
+    #[arg(
+        long,
+        env = "LIFEBOAT_LEASE_NAME",
+        default_value = "lifeboat-operator-leader"
+    )]
+    lease_name: String,
     /// The image of restore, backup and verify Jobs.
     #[arg(
         long,
@@ -181,7 +194,7 @@ async fn run(args: Args) -> Result<(), String> {
     wait_for_crds(&client).await?;
 
     // Only the leader reconciles: two replicas never race on the same Jobs.
-    let lease = LeaseManagerBuilder::new(client.clone(), "lifeboat-operator-leader")
+    let lease = LeaseManagerBuilder::new(client.clone(), &args.lease_name)
         .with_namespace(args.lease_namespace.clone())
         .with_identity(args.pod_name.clone())
         .with_duration(15)
@@ -237,8 +250,8 @@ async fn run(args: Args) -> Result<(), String> {
     let controllers = async {
         tokio::join!(
             cluster::run(ctx.clone(), args.concurrency, stop()),
-            backup::controller::run(ctx.clone(), stop()),
-            repo::controller::run(ctx.clone(), stop()),
+            backup::controller::run(ctx.clone(), args.backup_concurrency, stop()),
+            repo::controller::run(ctx.clone(), args.repo_concurrency, stop()),
         )
     };
     let watchdog = async {

@@ -39,6 +39,7 @@ const CONTROLLER: &str = "backup";
 /// Runs the Backup controller until `shutdown` resolves.
 pub async fn run(
     ctx: Arc<Context>,
+    concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<DeserializeGuard<Backup>> = Api::all(ctx.client.clone());
@@ -49,6 +50,7 @@ pub async fn run(
     ));
     Controller::new(api, watcher::Config::default())
         .owns(Api::<Job>::all(ctx.client.clone()), jobs)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
             |obj, ctx| async move {

@@ -249,17 +249,14 @@ pub async fn step(
     for i in 0..comp.spec.replicas {
         let pvc_name = naming::data_pvc(&name, c, i);
         let pvc = kubeapi::get_opt::<PersistentVolumeClaim>(&ctx.client, &ns, &pvc_name).await?;
-        if let Some(v) = &pvc
-            && !leftovers::pvc_is_ours(&v.metadata, &cluster_uid)
-        {
+        let (pvc, leftover) = leftovers::own_claim(pvc.as_ref().map(|p| p.meta()), &cluster_uid);
+        if leftover {
             found.push(format!("PersistentVolumeClaim {ns}/{pvc_name}"));
         }
         pvcs.push(PvcObs {
             name: pvc_name,
             exists: pvc.is_some(),
-            deleting: pvc
-                .as_ref()
-                .is_some_and(|p| p.meta().deletion_timestamp.is_some()),
+            deleting: pvc.is_some_and(|m| m.deletion_timestamp.is_some()),
         });
         prepare_jobs.push(
             observe_job(

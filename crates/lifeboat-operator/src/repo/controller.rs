@@ -28,10 +28,12 @@ const CONTROLLER: &str = "backuprepo";
 /// Runs the BackupRepo controller until `shutdown` resolves.
 pub async fn run(
     ctx: Arc<Context>,
+    concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<DeserializeGuard<BackupRepo>> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
             |obj, ctx| async move {

@@ -27,6 +27,19 @@ pub fn pvc_is_ours(meta: &ObjectMeta, cluster_uid: &str) -> bool {
     owned_by(meta, cluster_uid) || labelled(meta, labels::CLUSTER_UID, cluster_uid)
 }
 
+/// A data claim found under this Cluster's name, as the restore may see it: the Cluster's own
+/// claim, or nothing. Another Cluster's claim is no state of this restore (its deletion is not
+/// this restore's volume lost), only a leftover to wait for: `true` says it is one.
+pub fn own_claim<'a>(
+    found: Option<&'a ObjectMeta>,
+    cluster_uid: &str,
+) -> (Option<&'a ObjectMeta>, bool) {
+    match found {
+        Some(meta) if !pvc_is_ours(meta, cluster_uid) => (None, true),
+        other => (other, false),
+    }
+}
+
 /// Whether a Job found under this restore's names is this Restore's own.
 pub fn job_is_ours(meta: &ObjectMeta, restore_uid: &str) -> bool {
     controlled_by(meta, restore_uid)
@@ -73,6 +86,18 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn an_earlier_clusters_claim_being_deleted_is_a_leftover_not_this_restores_lost_volume() {
+        let mut theirs = meta(Some("old-uid"), Some("old-uid"));
+        theirs.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Timestamp::now(),
+        ));
+        assert_eq!(own_claim(Some(&theirs), "new-uid"), (None, true));
+        let ours = meta(None, Some("new-uid"));
+        assert_eq!(own_claim(Some(&ours), "new-uid"), (Some(&ours), false));
+        assert_eq!(own_claim(None, "new-uid"), (None, false));
+    }
 
     fn meta(owner: Option<&str>, uid_label: Option<&str>) -> ObjectMeta {
         ObjectMeta {
