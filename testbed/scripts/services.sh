@@ -296,7 +296,10 @@ start_minio() {
   mkdir -p "$LIFEBOAT_STATE/minio/data"
   if [ ! -s "$MINIO_CREDENTIALS" ]; then
     umask 077
-    printf 'MINIO_ROOT_USER=lifeboat\nMINIO_ROOT_PASSWORD=%s\n' \
+    # Both random: the e2e tiers search every status, event and log for each of them, and a
+    # word such as "lifeboat" would be found in every object name.
+    printf 'MINIO_ROOT_USER=lb%s\nMINIO_ROOT_PASSWORD=%s\n' \
+      "$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
       "$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$MINIO_CREDENTIALS"
   fi
   # A top-level directory of a single-drive MinIO is a bucket.

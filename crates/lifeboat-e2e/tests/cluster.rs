@@ -459,9 +459,31 @@ async fn termination_policies_do_what_they_say() -> Result<()> {
         create_cluster(&ns, falkordb_cluster("wipe", "WipeOut", 2)).await?;
         wait_phase(&ns, "wipe", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
         wait_own_pvcs_labelled(&ns, "wipe").await?;
+        // Its Backups go too (the Cluster's UID label proves them its own).
+        lifeboat_e2e::scenario::pvc_repo(&ns.client, "lifeboat-e2e-wipe-repo").await?;
+        lifeboat_e2e::scenario::policy_for_repo(
+            &ns,
+            "wipe",
+            "wipe-to-repo",
+            "lifeboat-e2e-wipe-repo",
+        )
+        .await?;
+        lifeboat_e2e::scenario::backup_with(&ns, "wipe-backup", "wipe-to-repo", "Retain").await?;
         delete_and_wait(&ns, "wipe").await?;
         ensure_untouched(&ns, &wipe_neighbour).await?;
         wait_event(&ns, "wipe", "VolumesKept", "data-wipe-helm-0").await?;
+        let backups: Api<lifeboat_api::Backup> = ns.api();
+        poll(
+            "WipeOut to delete the Cluster's Backup",
+            Duration::from_secs(120),
+            || async {
+                Ok(match backups.get_opt("wipe-backup").await? {
+                    None => Ok(()),
+                    Some(b) => Err(format!("still there: {:?}", b.status.and_then(|s| s.phase))),
+                })
+            },
+        )
+        .await?;
 
         // Delete from the start: no finalizer, garbage collection through owner references and
         // the StatefulSets' retention.
