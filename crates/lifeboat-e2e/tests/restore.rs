@@ -624,18 +624,7 @@ async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result
     )
     .await?;
     in_source("r-corrupt", |ns| async move {
-        let m = restored_cluster(
-            "r-corrupt",
-            SOURCE_NS,
-            "to-corrupt",
-            Entry::Spec,
-            "Parallel",
-            2,
-        );
-        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-corrupt");
-        create_cluster(&ns, m).await?;
-        let c = wait_phase(&ns, "r-corrupt", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
-        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        let (msg, watcher) = failed_restore(&ns, "r-corrupt", "to-corrupt").await?;
         ensure!(
             msg.contains("prepareData")
                 && (msg.contains("checksum")
@@ -651,6 +640,23 @@ async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result
         watcher.finish()
     })
     .await
+}
+
+/// Restores `backup`, a Backup with a fault in the repo, into Cluster `name` with the lie watcher
+/// running; returns the Cluster's message once it is `Failed`, and the watcher to finish.
+async fn failed_restore(
+    ns: &TestNamespace,
+    name: &str,
+    backup: &str,
+) -> Result<(String, LieWatcher)> {
+    let m = restored_cluster(name, SOURCE_NS, backup, Entry::Spec, "Parallel", 2);
+    let watcher = LieWatcher::start(ns.client.clone(), &ns.name, name);
+    create_cluster(ns, m).await?;
+    let c = wait_phase(ns, name, ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
+    Ok((
+        c.status.and_then(|s| s.message).unwrap_or_default(),
+        watcher,
+    ))
 }
 
 /// A backup of the source Cluster of its own, in REPO (whose volume `in_repo` mounts), to inject a
@@ -740,18 +746,7 @@ echo "altered the first digest in $m: $c -> $n""#
     )
     .await?;
     in_source("r-mismatch", |ns| async move {
-        let m = restored_cluster(
-            "r-mismatch",
-            SOURCE_NS,
-            "to-mismatch",
-            Entry::Spec,
-            "Parallel",
-            2,
-        );
-        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "r-mismatch");
-        create_cluster(&ns, m).await?;
-        let c = wait_phase(&ns, "r-mismatch", ClusterPhase::Failed, RESTORE_TIMEOUT).await?;
-        let msg = c.status.and_then(|s| s.message).unwrap_or_default();
+        let (msg, watcher) = failed_restore(&ns, "r-mismatch", "to-mismatch").await?;
         ensure!(
             msg.contains("content digest") && msg.contains("in backup"),
             "the failure does not name the digest that differs: {msg}"
