@@ -16,6 +16,10 @@ LPP_VERSION="${LPP_VERSION:-v0.0.30}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.12.4}"
 # MinIO tags no semver releases; pin the pseudo-version the proxy serves.
 MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
+# The Prometheus Operator's CRDs, so the chart's ServiceMonitor and PrometheusRule are checked
+# against their real schemas by the bed's API server. Nothing is built: the module's source
+# carries the CRD YAML.
+PROMETHEUS_OPERATOR_VERSION="${PROMETHEUS_OPERATOR_VERSION:-v0.94.0}"
 
 export GOMODCACHE="$LIFEBOAT_CACHE/go/mod"
 export GOCACHE="$LIFEBOAT_CACHE/go/build"
@@ -107,6 +111,23 @@ build_testbed() {
   build_simple minio "$MINIO_VERSION" github.com/minio/minio github.com/minio/minio
 }
 
+# Copies the ServiceMonitor and PrometheusRule CRDs of the Prometheus Operator's module into
+# $LIFEBOAT_CACHE/crds/prometheus-operator-<version>/.
+fetch_monitoring_crds() {
+  local out="$LIFEBOAT_CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+  if [ -s "$out/monitoring.coreos.com_servicemonitors.yaml" ] && [ -s "$out/monitoring.coreos.com_prometheusrules.yaml" ]; then
+    log "prometheus-operator CRDs $PROMETHEUS_OPERATOR_VERSION: cached"; return
+  fi
+  log "prometheus-operator CRDs $PROMETHEUS_OPERATOR_VERSION: downloading the module"
+  local dir
+  dir="$(cd /tmp && go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [ -n "$dir" ] || { echo "go mod download gave no directory for prometheus-operator $PROMETHEUS_OPERATOR_VERSION" >&2; exit 1; }
+  mkdir -p "$out.tmp"
+  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" \
+     "$dir/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml" "$out.tmp/"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 what="${1:-all}"
 case "$what" in
   kubernetes) build_kubernetes ;;
@@ -115,6 +136,7 @@ case "$what" in
   coredns) build_simple coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns ;;
   minio) build_simple minio "$MINIO_VERSION" github.com/minio/minio github.com/minio/minio ;;
   testbed) build_testbed ;;
+  monitoring-crds) fetch_monitoring_crds ;;
   all) build_testbed ;;
-  *) echo "usage: $0 [all|testbed|kubernetes|etcd|local-path-provisioner|coredns|minio]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|testbed|kubernetes|etcd|local-path-provisioner|coredns|minio|monitoring-crds]" >&2; exit 2 ;;
 esac

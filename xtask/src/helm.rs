@@ -50,12 +50,15 @@ enum Action {
     Render,
     /// Fail when deploy/lifeboat.yaml differs from what the chart renders.
     Check,
+    /// Have the running bed's API server accept the chart, with default and non-default values.
+    DryRun,
 }
 
 pub fn run(args: HelmArgs) -> Result<()> {
     match args.action {
         Action::Render => render(),
         Action::Check => check(),
+        Action::DryRun => server_dry_run(),
     }
 }
 
@@ -140,6 +143,7 @@ const NON_DEFAULT_VALUES: &str = "deploy/helm/lifeboat/ci/non-default-values.yam
 /// (schemas, CEL, admission) without keeping any.
 pub fn server_dry_run() -> Result<()> {
     let helm = ensure_helm()?;
+    install_monitoring_crds()?;
     let root = workspace_root();
     let chart = root.join(CHART);
     for values in [None, Some(root.join(NON_DEFAULT_VALUES))] {
@@ -194,6 +198,49 @@ pub fn server_dry_run() -> Result<()> {
         eprintln!(
             "helm template with {which}: {objects} objects accepted by the API server (dry run)"
         );
+    }
+    Ok(())
+}
+
+/// The Prometheus Operator version whose CRDs the bed carries, as `build-go.sh` pins it.
+const PROMETHEUS_OPERATOR_VERSION: &str = "v0.94.0";
+
+/// Installs the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs on the bed (from
+/// its Go module, through `build-go.sh monitoring-crds`), so that the chart's optional
+/// monitoring objects are validated against their real schemas. The operator itself never
+/// touches them.
+fn install_monitoring_crds() -> Result<()> {
+    crate::testbed::script("build-go.sh", &["monitoring-crds"])?;
+    let dir = cache_dir()
+        .join("crds")
+        .join(format!("prometheus-operator-{PROMETHEUS_OPERATOR_VERSION}"));
+    for crd in ["servicemonitors", "prometheusrules"] {
+        let file = dir.join(format!("monitoring.coreos.com_{crd}.yaml"));
+        let file = file.to_string_lossy();
+        let out = crate::testbed::kubectl_command(&["apply", "--server-side", "-f", &file])
+            .output()
+            .context("running kubectl apply")?;
+        if !out.status.success() {
+            bail!(
+                "installing {file}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let name = format!("crd/{crd}.monitoring.coreos.com");
+        let out = crate::testbed::kubectl_command(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            &name,
+        ])
+        .output()
+        .context("running kubectl wait")?;
+        if !out.status.success() {
+            bail!(
+                "{name} not Established: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
     }
     Ok(())
 }

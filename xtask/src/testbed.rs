@@ -118,7 +118,7 @@ fn kubectl_bin() -> PathBuf {
 }
 
 /// Runs a bed script with the paths this module uses, so both sides agree even when overridden.
-fn script(name: &str, args: &[&str]) -> Result<()> {
+pub fn script(name: &str, args: &[&str]) -> Result<()> {
     let mut c = Command::new("bash");
     c.arg(scripts_dir().join(name))
         .args(args)

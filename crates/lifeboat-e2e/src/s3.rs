@@ -80,6 +80,18 @@ pub async fn s3_repo(
     bucket: &str,
     creds: &Credentials,
 ) -> Result<()> {
+    s3_repo_with(client, name, endpoint, bucket, creds, &[]).await
+}
+
+/// As [`s3_repo`], with more `spec.config` keys (`caBundle`, `forcePathStyle`).
+pub async fn s3_repo_with(
+    client: &Client,
+    name: &str,
+    endpoint: &str,
+    bucket: &str,
+    creds: &Credentials,
+    extra_config: &[(&str, &str)],
+) -> Result<()> {
     let nss: Api<Namespace> = Api::all(client.clone());
     if nss.get_opt(CREDENTIALS_NS).await?.is_none() {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": CREDENTIALS_NS}}))?;
@@ -107,6 +119,10 @@ pub async fn s3_repo(
     if repos.get_opt(name).await?.is_some() {
         delete_repo(client, name).await?;
     }
+    let mut config = json!({"bucket": bucket, "endpoint": endpoint, "region": "us-east-1"});
+    for (k, v) in extra_config {
+        config[*k] = json!(v);
+    }
     let repo: BackupRepo = serde_json::from_value(json!({
         "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
         "kind": "BackupRepo",
@@ -115,7 +131,7 @@ pub async fn s3_repo(
             "storageProviderRef": "minio",
             "pvReclaimPolicy": "Retain",
             "pathPrefix": "e2e",
-            "config": {"bucket": bucket, "endpoint": endpoint, "region": "us-east-1"},
+            "config": config,
             "credential": {"name": secret_name, "namespace": CREDENTIALS_NS}
         }
     }))?;
@@ -169,6 +185,24 @@ pub async fn wait_repo(
 
 /// A real S3 client for a store, to see what a repo holds.
 pub fn store(endpoint: &str, bucket: &str, creds: &Credentials) -> Result<Arc<dyn ObjectStore>> {
+    store_trusting(endpoint, bucket, creds, None)
+}
+
+/// As [`store`], trusting the authority `ca_pem` as well for an HTTPS endpoint.
+pub fn store_trusting(
+    endpoint: &str,
+    bucket: &str,
+    creds: &Credentials,
+    ca_pem: Option<&str>,
+) -> Result<Arc<dyn ObjectStore>> {
+    let mut client = ClientOptions::new().with_timeout(Duration::from_secs(30));
+    if let Some(pem) = ca_pem {
+        for cert in object_store::Certificate::from_pem_bundle(pem.as_bytes())
+            .context("reading the test authority's PEM")?
+        {
+            client = client.with_root_certificate(cert);
+        }
+    }
     let s = AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_region("us-east-1")
@@ -180,7 +214,7 @@ pub fn store(endpoint: &str, bucket: &str, creds: &Credentials) -> Result<Arc<dy
             retry_timeout: Duration::from_secs(10),
             ..Default::default()
         })
-        .with_client_options(ClientOptions::new().with_timeout(Duration::from_secs(30)))
+        .with_client_options(client)
         // After the client options, which would otherwise reset it.
         .with_allow_http(true)
         .build()
@@ -210,11 +244,75 @@ pub struct OwnMinio {
     pub endpoint: String,
     pub bucket: String,
     pub creds: Credentials,
+    /// The PEM of the authority that signed the server's certificate, when it serves HTTPS.
+    pub ca_pem: Option<String>,
+}
+
+/// Makes a throwaway authority, and a certificate for the node address signed by it, with the
+/// openssl command line, in MinIO's layout under `dir/certs`; returns the authority's PEM.
+fn make_certificates(dir: &std::path::Path) -> Result<String> {
+    std::fs::create_dir_all(dir.join("certs"))?;
+    let run = |args: &[&str]| -> Result<()> {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .context("running openssl")?;
+        if !o.status.success() {
+            bail!("openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        Ok(())
+    };
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let args = |s: String| -> Vec<String> { s.split(' ').map(str::to_owned).collect() };
+    let ca = args(format!(
+        "req -x509 {key} -keyout ca.key -out ca.crt -days 2 -subj /CN=lifeboat-e2e-authority"
+    ));
+    run(&ca.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let csr = args(format!(
+        "req {key} -keyout certs/private.key -out server.csr -subj /CN={NODE_IP}"
+    ));
+    run(&csr.iter().map(String::as_str).collect::<Vec<_>>())?;
+    std::fs::write(
+        dir.join("server.ext"),
+        format!(
+            "subjectAltName=IP:{NODE_IP}\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        ),
+    )?;
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "certs/public.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ])?;
+    Ok(std::fs::read_to_string(dir.join("ca.crt"))?)
 }
 
 impl OwnMinio {
     /// Starts MinIO with `bucket` present and waits until it answers a listing.
     pub async fn start(bucket: &str) -> Result<OwnMinio> {
+        Self::launch(bucket, false).await
+    }
+
+    /// As [`OwnMinio::start`], serving HTTPS with a certificate from a throwaway authority
+    /// ([`OwnMinio::ca_pem`]) that nothing on the node trusts.
+    pub async fn start_tls(bucket: &str) -> Result<OwnMinio> {
+        Self::launch(bucket, true).await
+    }
+
+    async fn launch(bucket: &str, tls: bool) -> Result<OwnMinio> {
         let bin = cache_dir().join("bin/minio");
         if !bin.exists() {
             bail!(
@@ -237,14 +335,23 @@ impl OwnMinio {
             access_key_id: format!("ak{:x}", nanos ^ u128::from(port)),
             secret_access_key: format!("sk{:x}{port}{}", nanos, std::process::id()),
         };
+        let ca_pem = if tls {
+            Some(make_certificates(&dir.join("tls"))?)
+        } else {
+            None
+        };
         let log = std::fs::File::create(dir.join("minio.log"))?;
-        let child = Command::new(&bin)
-            .args([
-                "server",
-                "--quiet",
-                "--address",
-                &format!("{NODE_IP}:{port}"),
-            ])
+        let mut cmd = Command::new(&bin);
+        cmd.args([
+            "server",
+            "--quiet",
+            "--address",
+            &format!("{NODE_IP}:{port}"),
+        ]);
+        if tls {
+            cmd.arg("--certs-dir").arg(dir.join("tls").join("certs"));
+        }
+        let child = cmd
             .arg(dir.join("data"))
             .env("MINIO_ROOT_USER", &creds.access_key_id)
             .env("MINIO_ROOT_PASSWORD", &creds.secret_access_key)
@@ -254,14 +361,16 @@ impl OwnMinio {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let scheme = if tls { "https" } else { "http" };
         let m = OwnMinio {
             child: Some(child),
             dir,
-            endpoint: format!("http://{NODE_IP}:{port}"),
+            endpoint: format!("{scheme}://{NODE_IP}:{port}"),
             bucket: bucket.into(),
             creds,
+            ca_pem,
         };
-        let s = store(&m.endpoint, bucket, &m.creds)?;
+        let s = store_trusting(&m.endpoint, bucket, &m.creds, m.ca_pem.as_deref())?;
         poll(
             &format!("MinIO at {} to serve bucket {bucket}", m.endpoint),
             Duration::from_secs(60),

@@ -440,3 +440,73 @@ async fn repo_unreachable_during_prepare_data_fails_the_restore() -> Result<()> 
     delete_repo(&c, REPO).await?;
     result
 }
+
+/// A store whose certificate an in-house authority signed: without the repo's `caBundle` the
+/// repo is Failed, saying the certificate is not trusted; with it the repo is Ready, and a
+/// Backup's Job writes through it and a restore's Jobs read and verify through it.
+#[tokio::test]
+async fn a_store_behind_a_private_authority_is_reached_with_the_repos_ca_bundle() -> Result<()> {
+    const UNTRUSTED: &str = "e2e-s3-tls-untrusted";
+    const TRUSTED: &str = "e2e-s3-tls";
+    let c = client().await?;
+    let minio = OwnMinio::start_tls("tls").await?;
+    let ca = minio.ca_pem.clone().unwrap_or_default();
+    ensure!(minio.endpoint.starts_with("https://"), "{}", minio.endpoint);
+    s3_repo(&c, UNTRUSTED, &minio.endpoint, &minio.bucket, &minio.creds).await?;
+    let untrusted = wait_repo(&c, UNTRUSTED, BackupRepoPhase::Failed, REPO_CHECK).await;
+    delete_repo(&c, UNTRUSTED).await?;
+    let m = untrusted?
+        .status
+        .and_then(|s| s.message)
+        .unwrap_or_default();
+    eprintln!("without caBundle: {m}");
+    ensure!(
+        m.contains(UNTRUSTED) && m.to_lowercase().contains("certificate"),
+        "the message does not say the store's certificate is not trusted: {m}"
+    );
+
+    s3_repo_with(
+        &c,
+        TRUSTED,
+        &minio.endpoint,
+        &minio.bucket,
+        &minio.creds,
+        &[("caBundle", ca.as_str())],
+    )
+    .await?;
+    wait_repo(&c, TRUSTED, BackupRepoPhase::Ready, REPO_CHECK).await?;
+    let store = store_trusting(&minio.endpoint, &minio.bucket, &minio.creds, Some(&ca))?;
+    let result = in_namespace("s3-tls", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        let written = write_dataset(&ns, "fdb", 300, 64).await?;
+        policy_for_repo(&ns, "fdb", "fdb-to-tls", TRUSTED).await?;
+        let b = backup_with(&ns, "fdb-tls", "fdb-to-tls", "Delete").await?;
+        ensure_backup_holds(&b, &written)?;
+        let path = b.status.and_then(|s| s.path).unwrap_or_default();
+        let objects = list(store.as_ref(), &path).await?;
+        ensure!(
+            objects.iter().any(|(k, _)| k.ends_with("manifest.json")),
+            "the TLS bucket holds no manifest under {path}: {objects:?}"
+        );
+        let watcher = LieWatcher::start(ns.client.clone(), &ns.name, "restored");
+        create_cluster(
+            &ns,
+            restored_cluster("restored", &ns.name, "fdb-tls", Entry::Spec, "Parallel", 2),
+        )
+        .await?;
+        let outcome: Result<()> = async {
+            wait_phase(&ns, "restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
+            assert_restored(&ns, "restored", &written).await?;
+            assert_verification(&ns, "restored").await?;
+            Ok(())
+        }
+        .await;
+        let lies = watcher.finish();
+        outcome?;
+        lies
+    })
+    .await;
+    delete_repo(&c, TRUSTED).await?;
+    result
+}

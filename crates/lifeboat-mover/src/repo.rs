@@ -27,9 +27,16 @@ pub struct RepoArgs {
     /// S3 region.
     #[arg(long, env = "LIFEBOAT_S3_REGION", default_value = "us-east-1")]
     pub s3_region: String,
-    /// Use virtual-hosted-style S3 URLs (bucket in the host name) instead of path-style.
+    /// Use virtual-hosted-style S3 URLs (bucket in the host name) instead of path-style. The
+    /// endpoint is then the bucket's own, e.g. `https://backups.s3.example.com`: the operator
+    /// puts the bucket into the endpoint's host name before it hands the endpoint over.
     #[arg(long, env = "LIFEBOAT_S3_VIRTUAL_HOSTED_STYLE")]
     pub s3_virtual_hosted_style: bool,
+    /// PEM certificates of the authorities that sign the S3 endpoint's certificate, trusted in
+    /// addition to the system's (an in-house CA in front of MinIO, say). PEM text, not a path:
+    /// the operator sets it from the BackupRepo's `spec.config.caBundle`.
+    #[arg(long, env = "LIFEBOAT_S3_CA_BUNDLE", hide_env_values = true)]
+    pub s3_ca_bundle: Option<String>,
     /// Directory with files `accessKeyId` and `secretAccessKey` (a mounted Secret). Without it,
     /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are read from the environment.
     #[arg(long, env = "LIFEBOAT_S3_CREDENTIALS_DIR")]
@@ -56,6 +63,23 @@ fn read_secret_file(dir: &std::path::Path, name: &str) -> Result<String> {
         )));
     }
     Ok(s)
+}
+
+/// The certificates of a PEM bundle; a bundle that holds none is refused, naming the setting,
+/// rather than silently trusting only the system's authorities.
+pub fn ca_certificates(pem: &str) -> Result<Vec<object_store::Certificate>> {
+    let certs = object_store::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
+        Error::Usage(format!(
+            "--s3-ca-bundle (LIFEBOAT_S3_CA_BUNDLE): not a PEM certificate bundle: {}",
+            one_line(&e)
+        ))
+    })?;
+    if certs.is_empty() {
+        return Err(Error::Usage(
+            "--s3-ca-bundle (LIFEBOAT_S3_CA_BUNDLE) holds no PEM certificate".into(),
+        ));
+    }
+    Ok(certs)
 }
 
 impl Repo {
@@ -98,6 +122,14 @@ impl Repo {
             if bucket.is_empty() {
                 return Err(Error::Usage(format!("repo {display}: missing bucket name")));
             }
+            let mut client = ClientOptions::new()
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_timeout(Duration::from_secs(300));
+            if let Some(pem) = &args.s3_ca_bundle {
+                for cert in ca_certificates(pem)? {
+                    client = client.with_root_certificate(cert);
+                }
+            }
             let mut b = AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_region(&args.s3_region)
@@ -108,11 +140,7 @@ impl Repo {
                     retry_timeout: Duration::from_secs(30),
                     ..Default::default()
                 })
-                .with_client_options(
-                    ClientOptions::new()
-                        .with_connect_timeout(Duration::from_secs(5))
-                        .with_timeout(Duration::from_secs(300)),
-                );
+                .with_client_options(client);
             if let Some(ep) = &args.s3_endpoint {
                 b = b
                     .with_endpoint(ep)

@@ -763,6 +763,7 @@ mod tests {
             s3_endpoint: None,
             s3_region: "us-east-1".into(),
             s3_virtual_hosted_style: false,
+            s3_ca_bundle: None,
             s3_credentials_dir: None,
         })
         .unwrap()

@@ -135,3 +135,74 @@ fn s3_round_trip_against_minio() {
         &["backup \"absent\" not found in repo s3://lifeboat/clusters/falkor-a"],
     );
 }
+
+/// An in-house authority in front of the store: the mover reaches it with the authority's PEM
+/// (`LIFEBOAT_S3_CA_BUNDLE`, set by the operator from a BackupRepo's `spec.config.caBundle`),
+/// refuses it without, and refuses a bundle that holds no certificate, naming the setting.
+#[test]
+fn an_endpoint_signed_by_a_private_authority_is_reached_only_with_its_bundle() {
+    let minio = Minio::start_tls("lifeboat");
+    let ca = minio.ca_pem.clone().unwrap();
+    let endpoint = minio.endpoint();
+    assert!(endpoint.starts_with("https://"), "{endpoint}");
+    let creds = minio.credentials_dir();
+    let repo = "s3://lifeboat/tls".to_string();
+    let args = |verb: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = verb.iter().map(|s| s.to_string()).collect();
+        v.extend([
+            "--repo".into(),
+            repo.clone(),
+            "--s3-endpoint".into(),
+            endpoint.clone(),
+            "--s3-credentials-dir".into(),
+            creds.path().to_str().unwrap().into(),
+        ]);
+        v
+    };
+    let with_ca = [("LIFEBOAT_S3_CA_BUNDLE", ca.as_str())];
+
+    let t = tempfile::tempdir().unwrap();
+    let src = Server::start(&t.path().join("src"), true);
+    populate(&src);
+    let rows = graph_rows(&mut src.con(), 0, "social", SOCIAL_Q);
+    let mut b = args(&["backup", "--backup", "tls-1"]);
+    b.extend(src.args());
+    let summary = mover(&b, &with_ca).assert_ok().json();
+
+    // Without the bundle the store's certificate is not trusted, and the error says it is the
+    // certificate, not the credentials or the bucket.
+    let untrusted = mover(&args(&["inspect", "--backup", "tls-1"]), &[]);
+    untrusted.assert_fails(6, &["repo s3://lifeboat/tls"]);
+    let line = untrusted.error_line().to_lowercase();
+    assert!(line.contains("certificate"), "{untrusted}");
+
+    let not_pem = mover(
+        &args(&["inspect", "--backup", "tls-1"]),
+        &[("LIFEBOAT_S3_CA_BUNDLE", "not a certificate")],
+    );
+    not_pem.assert_fails(2, &["LIFEBOAT_S3_CA_BUNDLE", "no PEM certificate"]);
+
+    let dst = t.path().join("dst");
+    mover(
+        &args(&[
+            "restore",
+            "--backup",
+            "tls-1",
+            "--target",
+            dst.to_str().unwrap(),
+        ]),
+        &with_ca,
+    )
+    .assert_ok();
+    let restored = Server::start(&dst, true);
+    let mut v = args(&["verify", "--backup", "tls-1"]);
+    v.extend(restored.args());
+    let vo = mover(&v, &with_ca);
+    assert_eq!(vo.code, 0, "{vo}\n{}", restored.log_tail());
+    assert_eq!(
+        vo.json()["live"]["digests"],
+        summary["fingerprint"]["digests"],
+        "{vo}"
+    );
+    assert_eq!(graph_rows(&mut restored.con(), 0, "social", SOCIAL_Q), rows);
+}

@@ -26,6 +26,8 @@ pub struct Config {
     pub backup_deadline: Duration,
     /// Requests and limits of every mover Job ([`crate::job_resources`]).
     pub job_resources: k8s_openapi::api::core::v1::ResourceRequirements,
+    /// The user and pull secrets of every pod Lifeboat creates.
+    pub pods: crate::security::PodSettings,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             post_ready_deadline: Duration::from_secs(10 * 60),
             backup_deadline: Duration::from_secs(30 * 60),
             job_resources: crate::job_resources::default_resources(),
+            pods: crate::security::PodSettings::default(),
         }
     }
 }

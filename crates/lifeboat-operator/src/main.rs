@@ -86,6 +86,22 @@ struct Args {
     /// when unset.
     #[arg(long, env = "LIFEBOAT_JOB_RESOURCES", value_parser = parse_resources)]
     job_resources: Option<ResourceRequirements>,
+    /// The user, group and fsGroup of every pod Lifeboat creates, or `platform` to leave them to
+    /// the platform (OpenShift's restricted-v2 assigns them from the namespace's range).
+    #[arg(long, env = "LIFEBOAT_POD_RUN_AS_USER", default_value = "999", value_parser = parse_run_as)]
+    pod_run_as_user: RunAs,
+    /// Pull Secrets (names, comma-separated) put on every pod Lifeboat creates; each must exist
+    /// in the pod's namespace.
+    #[arg(long, env = "LIFEBOAT_POD_IMAGE_PULL_SECRETS", value_delimiter = ',')]
+    pod_image_pull_secrets: Vec<String>,
+}
+
+/// A `--pod-run-as-user` value: the user, or `None` for `platform`.
+#[derive(Clone, Debug)]
+struct RunAs(Option<i64>);
+
+fn parse_run_as(s: &str) -> Result<RunAs, String> {
+    lifeboat_operator::security::parse_run_as_user(s).map(RunAs)
 }
 
 fn parse_resources(s: &str) -> Result<ResourceRequirements, String> {
@@ -226,6 +242,14 @@ async fn run(args: Args) -> Result<(), String> {
         job_resources: args
             .job_resources
             .unwrap_or_else(lifeboat_operator::job_resources::default_resources),
+        pods: lifeboat_operator::security::PodSettings {
+            run_as_user: args.pod_run_as_user.0,
+            image_pull_secrets: args
+                .pod_image_pull_secrets
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect(),
+        },
         ..Config::default()
     };
     let reporter = Reporter {

@@ -139,3 +139,53 @@ impl Drop for DurationGuard<'_> {
             .observe(self.start.elapsed().as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The series names of an exposition: the first word of every sample line.
+    fn series(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every `lifeboat_…` name in `text`.
+    fn names_used(text: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("lifeboat_") {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            out.insert(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        out
+    }
+
+    #[test]
+    fn every_series_the_charts_alerts_name_is_exported() {
+        let m = Metrics::default();
+        drop(m.reconcile("cluster"));
+        m.failure("cluster", "kube");
+        Metrics::outcome(&m.backups, "failed");
+        Metrics::outcome(&m.restores, "failed");
+        m.leader.set(1);
+        let exported = series(&m.encode());
+        let rule = include_str!("../../../deploy/helm/lifeboat/templates/prometheusrule.yaml");
+        let used = names_used(rule);
+        assert!(used.len() >= 4, "the rule names too few series: {used:?}");
+        let missing: Vec<_> = used.difference(&exported).collect();
+        assert!(
+            missing.is_empty(),
+            "the PrometheusRule names {missing:?}, which the operator does not export; it exports {exported:?}"
+        );
+        // The outcomes the alerts select are the ones the controllers count.
+        assert!(rule.contains("outcome=\"failed\""));
+    }
+}

@@ -6,28 +6,62 @@
 //! and both keep their files private to their owner (umask 077).
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, PodSecurityContext, PodSpec, SeccompProfile,
-    SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, EmptyDirVolumeSource, LocalObjectReference, PodSecurityContext,
+    PodSpec, SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 
-/// The user and group every Lifeboat pod runs as, and the images' numeric `USER`.
+/// The user (and group, and fsGroup) every Lifeboat pod runs as by default, and the images'
+/// numeric `USER`.
 pub const RUN_AS_USER: i64 = 999;
-pub const RUN_AS_GROUP: i64 = 999;
 
 /// The writable scratch directory of a pod whose root filesystem is read-only (the backup's
 /// scratch server keeps its socket there).
 pub const TMP_DIR: &str = "/tmp";
 const TMP_VOLUME: &str = "tmp";
 
+/// What the installation decides about every pod Lifeboat creates (`--pod-run-as-user`,
+/// `--pod-image-pull-secrets`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSettings {
+    /// The user, group and fsGroup of every pod; `None` leaves all three to the platform, as
+    /// OpenShift's `restricted-v2` requires (it assigns one from the namespace's range, the same
+    /// to every pod of the namespace, so the backup Job still reads what the server wrote).
+    pub run_as_user: Option<i64>,
+    /// Pull Secrets, by name in the pod's own namespace, for a private registry.
+    pub image_pull_secrets: Vec<String>,
+}
+
+impl Default for PodSettings {
+    fn default() -> Self {
+        Self {
+            run_as_user: Some(RUN_AS_USER),
+            image_pull_secrets: Vec::new(),
+        }
+    }
+}
+
+/// Reads `--pod-run-as-user`: a positive number, or `platform`.
+pub fn parse_run_as_user(s: &str) -> Result<Option<i64>, String> {
+    if s == "platform" {
+        return Ok(None);
+    }
+    match s.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(format!(
+            "--pod-run-as-user {s:?}: expected a user id above 0 (restricted refuses root) or \"platform\""
+        )),
+    }
+}
+
 /// The pod-level context: a non-root user, volumes group-owned by it where the volume plugin
 /// manages ownership (`fsGroup`; local-path volumes are created world-writable instead), and the
 /// runtime's default seccomp profile.
-pub fn pod_security_context() -> PodSecurityContext {
+pub fn pod_security_context(settings: &PodSettings) -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
-        run_as_user: Some(RUN_AS_USER),
-        run_as_group: Some(RUN_AS_GROUP),
-        fs_group: Some(RUN_AS_GROUP),
+        run_as_user: settings.run_as_user,
+        run_as_group: settings.run_as_user,
+        fs_group: settings.run_as_user,
         // A large restored volume is not walked on every start once its ownership is right.
         fs_group_change_policy: Some("OnRootMismatch".into()),
         seccomp_profile: Some(SeccompProfile {
@@ -56,8 +90,17 @@ pub fn container_security_context() -> SecurityContext {
 
 /// Makes `spec` meet `restricted`: the pod and every container get the contexts above, and every
 /// container gets a private, writable `/tmp` unless it mounts one itself; no pod gets an API token.
-pub fn restrict(spec: &mut PodSpec) {
-    spec.security_context = Some(pod_security_context());
+pub fn restrict(spec: &mut PodSpec, settings: &PodSettings) {
+    spec.security_context = Some(pod_security_context(settings));
+    if !settings.image_pull_secrets.is_empty() {
+        spec.image_pull_secrets = Some(
+            settings
+                .image_pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect(),
+        );
+    }
     // Neither the mover nor the instance manager talks to the Kubernetes API.
     spec.automount_service_account_token = Some(false);
     let containers = spec
@@ -87,8 +130,8 @@ pub fn restrict(spec: &mut PodSpec) {
 }
 
 /// `spec`, made to meet `restricted` ([`restrict`]).
-pub fn restricted(mut spec: PodSpec) -> PodSpec {
-    restrict(&mut spec);
+pub fn restricted(mut spec: PodSpec, settings: &PodSettings) -> PodSpec {
+    restrict(&mut spec, settings);
     spec
 }
 
@@ -238,8 +281,8 @@ mod tests {
             name: "init".into(),
             ..Default::default()
         }]);
-        restrict(&mut spec);
-        restrict(&mut spec);
+        restrict(&mut spec, &PodSettings::default());
+        restrict(&mut spec, &PodSettings::default());
         assert_eq!(restricted_violations(&spec), Vec::<String>::new());
         let tmp = spec
             .volumes
@@ -266,7 +309,7 @@ mod tests {
     #[test]
     fn a_root_user_or_an_added_capability_is_refused() {
         let mut spec = pod(&["db"]);
-        restrict(&mut spec);
+        restrict(&mut spec, &PodSettings::default());
         let c = &mut spec.containers[0];
         let sc = c.security_context.get_or_insert_with(Default::default);
         sc.run_as_user = Some(0);
@@ -277,5 +320,39 @@ mod tests {
         let v = restricted_violations(&spec);
         assert!(v.iter().any(|l| l.contains("runAsUser is 0")), "{v:?}");
         assert!(v.iter().any(|l| l.contains("capabilities.add")), "{v:?}");
+    }
+
+    #[test]
+    fn a_platform_assigned_user_leaves_the_ids_unset_and_is_still_admitted() {
+        let mut spec = pod(&["db"]);
+        let settings = PodSettings {
+            run_as_user: None,
+            image_pull_secrets: vec!["registry".into(), "mirror".into()],
+        };
+        restrict(&mut spec, &settings);
+        assert_eq!(restricted_violations(&spec), Vec::<String>::new());
+        let sc = spec.security_context.clone().unwrap_or_default();
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_group, sc.fs_group),
+            (None, None, None)
+        );
+        assert_eq!(sc.run_as_non_root, Some(true));
+        let secrets: Vec<_> = spec
+            .image_pull_secrets
+            .iter()
+            .flatten()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(secrets, ["registry", "mirror"]);
+    }
+
+    #[test]
+    fn the_run_as_user_flag_takes_a_user_or_platform_and_refuses_root() {
+        assert_eq!(parse_run_as_user("999"), Ok(Some(999)));
+        assert_eq!(parse_run_as_user("platform"), Ok(None));
+        for bad in ["0", "-1", "root", ""] {
+            let e = parse_run_as_user(bad).expect_err(bad);
+            assert!(e.contains("--pod-run-as-user"), "{e}");
+        }
     }
 }

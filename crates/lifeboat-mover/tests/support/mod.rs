@@ -277,6 +277,7 @@ pub fn mover<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Out
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
         "LIFEBOAT_S3_ENDPOINT",
+        "LIFEBOAT_S3_CA_BUNDLE",
     ] {
         cmd.env_remove(k);
     }
@@ -359,6 +360,69 @@ pub struct Minio {
     _dir: tempfile::TempDir,
     pub user: String,
     pub password: String,
+    /// The PEM of the authority that signed the server's certificate, when it serves HTTPS.
+    pub ca_pem: Option<String>,
+}
+
+/// Makes a throwaway authority and a server certificate for 127.0.0.1 signed by it, with the
+/// openssl command line, into MinIO's certificate directory layout (`public.crt`,
+/// `private.key`); returns the authority's PEM.
+fn make_certificates(certs: &Path) -> String {
+    std::fs::create_dir_all(certs).unwrap();
+    let work = certs.parent().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(work)
+            .output()
+            .expect("running openssl");
+        assert!(
+            o.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"]);
+    ca.extend(["-subj", "/CN=lifeboat test authority"]);
+    run(&ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "certs/private.key", "-out", "server.csr"]);
+    csr.extend(["-subj", "/CN=127.0.0.1"]);
+    run(&csr);
+    std::fs::write(
+        work.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "certs/public.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    std::fs::read_to_string(work.join("ca.crt")).unwrap()
 }
 
 fn minio_binary() -> PathBuf {
@@ -381,8 +445,20 @@ impl Minio {
     /// Starts MinIO with `bucket` present (a top-level directory of a single-drive MinIO is a
     /// bucket) and waits until the mover can reach it.
     pub fn start(bucket: &str) -> Minio {
+        Self::launch(bucket, false)
+    }
+
+    /// As [`Minio::start`], serving HTTPS with a certificate from a throwaway authority
+    /// ([`Minio::ca_pem`]) that no system trusts.
+    pub fn start_tls(bucket: &str) -> Minio {
+        Self::launch(bucket, true)
+    }
+
+    fn launch(bucket: &str, tls: bool) -> Minio {
         let bin = minio_binary();
         let dir = tempfile::tempdir().unwrap();
+        let certs = dir.path().join("tls").join("certs");
+        let ca_pem = tls.then(|| make_certificates(&certs));
         std::fs::create_dir_all(dir.path().join("data").join(bucket)).unwrap();
         let port = free_port();
         let console = free_port();
@@ -401,6 +477,14 @@ impl Minio {
             .env("MINIO_ROOT_USER", &user)
             .env("MINIO_ROOT_PASSWORD", &password)
             .env("MINIO_BROWSER", "off")
+            .args(if tls {
+                vec![
+                    "--certs-dir".to_string(),
+                    certs.to_str().unwrap().to_string(),
+                ]
+            } else {
+                vec![]
+            })
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -411,8 +495,14 @@ impl Minio {
             _dir: dir,
             user,
             password,
+            ca_pem,
         };
         let creds = m.credentials_dir();
+        let ca_env: Vec<(&str, &str)> = m
+            .ca_pem
+            .as_deref()
+            .map(|p| vec![("LIFEBOAT_S3_CA_BUNDLE", p)])
+            .unwrap_or_default();
         wait_until(Duration::from_secs(60), "minio to serve the bucket", || {
             let repo = format!("s3://{bucket}");
             let o = mover(
@@ -427,7 +517,7 @@ impl Minio {
                     "--s3-credentials-dir",
                     creds.path().to_str().unwrap(),
                 ],
-                &[],
+                &ca_env,
             );
             // "backup not found" proves the endpoint, credentials and bucket all work.
             if o.code == 7 {
@@ -440,7 +530,12 @@ impl Minio {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// A directory shaped like a mounted Secret with the credentials.

@@ -498,31 +498,34 @@ fn backup_job(
                     labels: Some(labels_map.into()),
                     ..Default::default()
                 }),
-                spec: Some(crate::security::restricted(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    // The data volume is ReadWriteOnce: the Job must run where the server runs.
-                    // A node selector, not nodeName, so the scheduler still binds the repo volume
-                    // (a WaitForFirstConsumer claim is provisioned only through scheduling).
-                    node_selector: pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.clone())
-                        .map(|n| [("kubernetes.io/hostname".to_owned(), n)].into()),
-                    enable_service_links: Some(false),
-                    containers: vec![Container {
-                        name: "backup".into(),
-                        image: Some(cfg.mover_image.clone()),
-                        image_pull_policy: Some("IfNotPresent".into()),
-                        command: Some(vec!["lifeboat-mover".into(), "backup".into()]),
-                        env: Some(envs),
-                        volume_mounts: Some(mounts),
-                        termination_message_policy: Some("FallbackToLogsOnError".into()),
-                        resources: Some(resources),
+                spec: Some(crate::security::restricted(
+                    PodSpec {
+                        restart_policy: Some("Never".into()),
+                        // The data volume is ReadWriteOnce: the Job must run where the server runs.
+                        // A node selector, not nodeName, so the scheduler still binds the repo volume
+                        // (a WaitForFirstConsumer claim is provisioned only through scheduling).
+                        node_selector: pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.node_name.clone())
+                            .map(|n| [("kubernetes.io/hostname".to_owned(), n)].into()),
+                        enable_service_links: Some(false),
+                        containers: vec![Container {
+                            name: "backup".into(),
+                            image: Some(cfg.mover_image.clone()),
+                            image_pull_policy: Some("IfNotPresent".into()),
+                            command: Some(vec!["lifeboat-mover".into(), "backup".into()]),
+                            env: Some(envs),
+                            volume_mounts: Some(mounts),
+                            termination_message_policy: Some("FallbackToLogsOnError".into()),
+                            resources: Some(resources),
+                            ..Default::default()
+                        }],
+                        volumes: Some(volumes),
                         ..Default::default()
-                    }],
-                    volumes: Some(volumes),
-                    ..Default::default()
-                })),
+                    },
+                    &cfg.pods,
+                )),
             },
             ..Default::default()
         }),

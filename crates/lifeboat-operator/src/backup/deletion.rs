@@ -201,23 +201,26 @@ fn delete_job(
                     labels: Some(labels_map),
                     ..Default::default()
                 }),
-                spec: Some(crate::security::restricted(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    enable_service_links: Some(false),
-                    containers: vec![Container {
-                        name: "delete".into(),
-                        image: Some(cfg.mover_image.clone()),
-                        image_pull_policy: Some("IfNotPresent".into()),
-                        command: Some(vec!["lifeboat-mover".into(), "delete".into()]),
-                        env: Some(env),
-                        volume_mounts: Some(access.mounts.clone()),
-                        termination_message_policy: Some("FallbackToLogsOnError".into()),
-                        resources: Some(cfg.job_resources.clone()),
+                spec: Some(crate::security::restricted(
+                    PodSpec {
+                        restart_policy: Some("Never".into()),
+                        enable_service_links: Some(false),
+                        containers: vec![Container {
+                            name: "delete".into(),
+                            image: Some(cfg.mover_image.clone()),
+                            image_pull_policy: Some("IfNotPresent".into()),
+                            command: Some(vec!["lifeboat-mover".into(), "delete".into()]),
+                            env: Some(env),
+                            volume_mounts: Some(access.mounts.clone()),
+                            termination_message_policy: Some("FallbackToLogsOnError".into()),
+                            resources: Some(cfg.job_resources.clone()),
+                            ..Default::default()
+                        }],
+                        volumes: Some(access.volumes.clone()),
                         ..Default::default()
-                    }],
-                    volumes: Some(access.volumes.clone()),
-                    ..Default::default()
-                })),
+                    },
+                    &cfg.pods,
+                )),
             },
             ..Default::default()
         }),

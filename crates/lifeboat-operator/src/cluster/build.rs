@@ -47,6 +47,8 @@ pub struct BuildInput<'a> {
     pub domain: &'a str,
     /// Whether the data pods wait for restore verification (a readiness gate).
     pub restore_gate: bool,
+    /// The user and pull secrets of the pods.
+    pub pods: &'a crate::security::PodSettings,
 }
 
 impl BuildInput<'_> {
@@ -466,89 +468,92 @@ pub fn statefulset(input: &BuildInput<'_>, comp: &ValidComponent) -> StatefulSet
                     annotations: Some(pod_annotations),
                     ..Default::default()
                 }),
-                spec: Some(crate::security::restricted(PodSpec {
-                    readiness_gates: gated.then(|| {
-                        vec![PodReadinessGate {
-                            condition_type: labels::READINESS_GATE_RESTORE_VERIFIED.into(),
-                        }]
-                    }),
-                    enable_service_links: Some(false),
-                    // The manager needs no Kubernetes API access.
-                    automount_service_account_token: Some(false),
-                    // A stopping primary hands its role over (up to ~30 s) before it shuts down.
-                    termination_grace_period_seconds: Some(match comp.def.kind {
-                        ComponentKind::Data => 60,
-                        ComponentKind::Sentinel => 30,
-                    }),
-                    affinity: Some(
-                        policy
-                            .and_then(|p| p.affinity.clone())
-                            .unwrap_or_else(|| spread(&name, c)),
-                    ),
-                    scheduler_name: policy.and_then(|p| p.scheduler_name.clone()),
-                    node_name: policy.and_then(|p| p.node_name.clone()),
-                    node_selector: policy
-                        .map(|p| p.node_selector.clone())
-                        .filter(|m| !m.is_empty()),
-                    tolerations: policy
-                        .map(|p| p.tolerations.clone())
-                        .filter(|t| !t.is_empty()),
-                    topology_spread_constraints: policy
-                        .map(|p| p.topology_spread_constraints.clone())
-                        .filter(|t| !t.is_empty()),
-                    init_containers: Some(vec![Container {
-                        name: "install-manager".into(),
-                        image: Some(input.manager_image.to_owned()),
-                        image_pull_policy: Some("IfNotPresent".into()),
-                        command: Some(vec![
-                            "/usr/local/bin/lifeboat-instance".into(),
-                            "install".into(),
-                            format!("{MANAGER_DIR}/bin"),
-                        ]),
-                        volume_mounts: Some(vec![manager_mount()]),
+                spec: Some(crate::security::restricted(
+                    PodSpec {
+                        readiness_gates: gated.then(|| {
+                            vec![PodReadinessGate {
+                                condition_type: labels::READINESS_GATE_RESTORE_VERIFIED.into(),
+                            }]
+                        }),
+                        enable_service_links: Some(false),
+                        // The manager needs no Kubernetes API access.
+                        automount_service_account_token: Some(false),
+                        // A stopping primary hands its role over (up to ~30 s) before it shuts down.
+                        termination_grace_period_seconds: Some(match comp.def.kind {
+                            ComponentKind::Data => 60,
+                            ComponentKind::Sentinel => 30,
+                        }),
+                        affinity: Some(
+                            policy
+                                .and_then(|p| p.affinity.clone())
+                                .unwrap_or_else(|| spread(&name, c)),
+                        ),
+                        scheduler_name: policy.and_then(|p| p.scheduler_name.clone()),
+                        node_name: policy.and_then(|p| p.node_name.clone()),
+                        node_selector: policy
+                            .map(|p| p.node_selector.clone())
+                            .filter(|m| !m.is_empty()),
+                        tolerations: policy
+                            .map(|p| p.tolerations.clone())
+                            .filter(|t| !t.is_empty()),
+                        topology_spread_constraints: policy
+                            .map(|p| p.topology_spread_constraints.clone())
+                            .filter(|t| !t.is_empty()),
+                        init_containers: Some(vec![Container {
+                            name: "install-manager".into(),
+                            image: Some(input.manager_image.to_owned()),
+                            image_pull_policy: Some("IfNotPresent".into()),
+                            command: Some(vec![
+                                "/usr/local/bin/lifeboat-instance".into(),
+                                "install".into(),
+                                format!("{MANAGER_DIR}/bin"),
+                            ]),
+                            volume_mounts: Some(vec![manager_mount()]),
+                            ..Default::default()
+                        }]),
+                        containers: vec![Container {
+                            name: c.clone(),
+                            image: Some(input.image.to_owned()),
+                            image_pull_policy: Some("IfNotPresent".into()),
+                            command: Some(engine.start_command(comp.def.kind)),
+                            env: Some(envs),
+                            ports: Some(vec![
+                                ContainerPort {
+                                    name: Some(port_name.into()),
+                                    container_port: comp.def.port,
+                                    ..Default::default()
+                                },
+                                ContainerPort {
+                                    name: Some("manager".into()),
+                                    container_port: MANAGER_PORT,
+                                    ..Default::default()
+                                },
+                            ]),
+                            readiness_probe: Some(manager_probe("/readyz", 5, 3)),
+                            // A manager that stops answering for a minute is restarted; a server that
+                            // dies takes its manager down with it, which restarts the container too.
+                            liveness_probe: Some(manager_probe("/healthz", 10, 6)),
+                            resources: comp.spec.resources.clone(),
+                            volume_mounts: Some(vec![
+                                VolumeMount {
+                                    name: DATA_VOLUME.into(),
+                                    mount_path: DATA_DIR.into(),
+                                    ..Default::default()
+                                },
+                                VolumeMount {
+                                    name: "config".into(),
+                                    mount_path: CONFIG_DIR.into(),
+                                    ..Default::default()
+                                },
+                                manager_mount(),
+                            ]),
+                            ..Default::default()
+                        }],
+                        volumes: Some(volumes),
                         ..Default::default()
-                    }]),
-                    containers: vec![Container {
-                        name: c.clone(),
-                        image: Some(input.image.to_owned()),
-                        image_pull_policy: Some("IfNotPresent".into()),
-                        command: Some(engine.start_command(comp.def.kind)),
-                        env: Some(envs),
-                        ports: Some(vec![
-                            ContainerPort {
-                                name: Some(port_name.into()),
-                                container_port: comp.def.port,
-                                ..Default::default()
-                            },
-                            ContainerPort {
-                                name: Some("manager".into()),
-                                container_port: MANAGER_PORT,
-                                ..Default::default()
-                            },
-                        ]),
-                        readiness_probe: Some(manager_probe("/readyz", 5, 3)),
-                        // A manager that stops answering for a minute is restarted; a server that
-                        // dies takes its manager down with it, which restarts the container too.
-                        liveness_probe: Some(manager_probe("/healthz", 10, 6)),
-                        resources: comp.spec.resources.clone(),
-                        volume_mounts: Some(vec![
-                            VolumeMount {
-                                name: DATA_VOLUME.into(),
-                                mount_path: DATA_DIR.into(),
-                                ..Default::default()
-                            },
-                            VolumeMount {
-                                name: "config".into(),
-                                mount_path: CONFIG_DIR.into(),
-                                ..Default::default()
-                            },
-                            manager_mount(),
-                        ]),
-                        ..Default::default()
-                    }],
-                    volumes: Some(volumes),
-                    ..Default::default()
-                })),
+                    },
+                    input.pods,
+                )),
             },
             volume_claim_templates: Some(
                 comp.spec
@@ -622,6 +627,11 @@ mod tests {
     use crate::cluster::test_support::field_report_cluster;
     use crate::cluster::validate::validate;
 
+    static DEFAULT_PODS: crate::security::PodSettings = crate::security::PodSettings {
+        run_as_user: Some(crate::security::RUN_AS_USER),
+        image_pull_secrets: Vec::new(),
+    };
+
     fn input<'a>(c: &'a Cluster, v: &'a ValidCluster, gate: bool) -> BuildInput<'a> {
         BuildInput {
             cluster: c,
@@ -630,6 +640,7 @@ mod tests {
             manager_image: "mgr",
             domain: "cluster.local",
             restore_gate: gate,
+            pods: &DEFAULT_PODS,
         }
     }
 

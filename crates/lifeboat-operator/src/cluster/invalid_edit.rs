@@ -58,6 +58,7 @@ pub async fn reconcile(
         manager_image: "",
         domain: "",
         restore_gate: false,
+        pods: &ctx.config.pods,
     };
     let password = super::read_password(ctx, &ns, &bi.secret_name()).await?;
     for comp in &valid.components {

@@ -193,6 +193,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         manager_image: &ctx.config.mover_image,
         domain: &ctx.config.cluster_domain,
         restore_gate: false,
+        pods: &ctx.config.pods,
     };
 
     // The password is created once and never re-applied.
@@ -308,6 +309,7 @@ fn input_clone<'a>(i: &BuildInput<'a>) -> BuildInput<'a> {
         manager_image: i.manager_image,
         domain: i.domain,
         restore_gate: i.restore_gate,
+        pods: i.pods,
     }
 }
 

@@ -361,6 +361,7 @@ pub async fn step(
             repo: &access,
             backup_path: &backup_path,
             resources: &ctx.config.job_resources,
+            pods: &ctx.config.pods,
         };
         let mut refusal = None;
         for i in &p.create_pvcs {
@@ -386,6 +387,7 @@ pub async fn step(
                 manager_image: "",
                 domain: "",
                 restore_gate: true,
+                pods: &ctx.config.pods,
             }
             .secret_name();
             refusal = final_refusal(

@@ -35,6 +35,126 @@ pub enum AccessError {
     MissingCredential { repo: String, provider: String },
     #[error("BackupRepo {repo}: storage provider {provider:?} is not served by Lifeboat")]
     UnknownProvider { repo: String, provider: String },
+    #[error("BackupRepo {repo}: spec.config.{key} {value:?} is invalid: {why}")]
+    InvalidConfig {
+        repo: String,
+        key: &'static str,
+        value: String,
+        why: String,
+    },
+}
+
+/// The storage providers Lifeboat reaches through the S3 API.
+pub const S3_PROVIDERS: &[&str] = &["s3", "minio", "s3-compatible"];
+
+/// How an S3 repo is addressed, from its `spec.config`; shared by the mover Jobs' environment
+/// and the operator's own probe, so that a repo that probes Ready is reached the same way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Settings {
+    pub bucket: String,
+    /// The URL requests go to: `<endpoint>/<bucket>` is built by the client for path-style, and
+    /// for virtual-hosted style this is already the bucket's own host.
+    pub endpoint: String,
+    pub region: Option<String>,
+    pub virtual_hosted: bool,
+    /// PEM of the authorities trusted for the endpoint besides the system's.
+    pub ca_bundle: Option<String>,
+}
+
+/// Reads `bucket`, `endpoint`, `region`, `forcePathStyle` (KubeBlocks' parameter; `"true"` by
+/// default, `"false"` for virtual-hosted style) and `caBundle` (a Lifeboat extension).
+pub fn s3_settings(repo: &BackupRepo) -> Result<S3Settings, AccessError> {
+    let name = repo.name_any();
+    let provider = repo.spec.storage_provider_ref.clone();
+    let cfg = |key: &'static str| {
+        repo.spec
+            .config
+            .get(key)
+            .cloned()
+            .ok_or_else(|| AccessError::MissingConfig {
+                repo: name.clone(),
+                provider: provider.clone(),
+                key,
+            })
+    };
+    let invalid = |key: &'static str, value: &str, why: &str| AccessError::InvalidConfig {
+        repo: name.clone(),
+        key,
+        value: value.to_owned(),
+        why: why.to_owned(),
+    };
+    let bucket = cfg("bucket")?;
+    let endpoint = cfg("endpoint")?;
+    let virtual_hosted = match repo.spec.config.get("forcePathStyle").map(String::as_str) {
+        None | Some("true") => false,
+        Some("false") => true,
+        Some(other) => {
+            return Err(invalid(
+                "forcePathStyle",
+                other,
+                "expected \"true\" or \"false\"",
+            ));
+        }
+    };
+    let endpoint = if virtual_hosted {
+        virtual_hosted_endpoint(&endpoint, &bucket)
+            .map_err(|why| invalid("endpoint", &endpoint, &why))?
+    } else {
+        endpoint
+    };
+    let ca_bundle = match repo.spec.config.get("caBundle") {
+        Some(pem) if !pem.contains("-----BEGIN CERTIFICATE-----") => {
+            return Err(invalid(
+                "caBundle",
+                &pem.chars().take(40).collect::<String>(),
+                "expected PEM certificates (-----BEGIN CERTIFICATE-----)",
+            ));
+        }
+        other => other.cloned(),
+    };
+    Ok(S3Settings {
+        bucket,
+        endpoint,
+        region: repo.spec.config.get("region").cloned(),
+        virtual_hosted,
+        ca_bundle,
+    })
+}
+
+/// The bucket's own URL for virtual-hosted-style requests: the bucket becomes the first label of
+/// the endpoint's host, as AWS's SDKs do (`https://s3.example.com` and bucket `backups` give
+/// `https://backups.s3.example.com`).
+pub fn virtual_hosted_endpoint(endpoint: &str, bucket: &str) -> Result<String, String> {
+    let (scheme, rest) = endpoint
+        .split_once("://")
+        .ok_or("expected a URL with http:// or https://")?;
+    if scheme != "http" && scheme != "https" {
+        return Err("expected a URL with http:// or https://".into());
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    if rest.trim_end_matches('/') != authority {
+        return Err("virtual-hosted style takes an endpoint without a path".into());
+    }
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    if host.is_empty() {
+        return Err("the URL has no host".into());
+    }
+    if host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err(
+            "virtual-hosted style needs a host name, not an IP address; set forcePathStyle \"true\""
+                .into(),
+        );
+    }
+    if bucket.contains('.') && scheme == "https" {
+        return Err(format!(
+            "bucket {bucket:?} has dots, which no wildcard certificate of the host covers; \
+             set forcePathStyle \"true\""
+        ));
+    }
+    Ok(format!("{scheme}://{bucket}.{authority}"))
 }
 
 fn env(name: &str, value: impl Into<String>) -> EnvVar {
@@ -83,36 +203,30 @@ pub fn access(repo: &BackupRepo, namespace: &str) -> Result<RepoAccess, AccessEr
     let name = repo.name_any();
     let provider = repo.spec.storage_provider_ref.clone();
     match provider.as_str() {
-        "s3" | "minio" => {
-            let cfg = |key: &'static str| {
-                repo.spec
-                    .config
-                    .get(key)
-                    .cloned()
-                    .ok_or_else(|| AccessError::MissingConfig {
-                        repo: name.clone(),
-                        provider: provider.clone(),
-                        key,
-                    })
-            };
-            let path = namespace_path(repo, namespace);
-            let bucket = cfg("bucket")?;
-            let endpoint = cfg("endpoint")?;
+        p if S3_PROVIDERS.contains(&p) => {
+            let s3 = s3_settings(repo)?;
             if repo.spec.credential.is_none() {
                 return Err(AccessError::MissingCredential {
                     repo: name,
                     provider,
                 });
             }
+            let path = namespace_path(repo, namespace);
             let secret = naming::repo_credential(&name);
             let mut env_vars = vec![
-                env("LIFEBOAT_REPO", format!("s3://{bucket}/{path}")),
-                env("LIFEBOAT_S3_ENDPOINT", endpoint),
+                env("LIFEBOAT_REPO", format!("s3://{}/{path}", s3.bucket)),
+                env("LIFEBOAT_S3_ENDPOINT", s3.endpoint),
                 secret_env("AWS_ACCESS_KEY_ID", &secret, "accessKeyId"),
                 secret_env("AWS_SECRET_ACCESS_KEY", &secret, "secretAccessKey"),
             ];
-            if let Some(region) = repo.spec.config.get("region") {
-                env_vars.push(env("LIFEBOAT_S3_REGION", region.clone()));
+            if let Some(region) = s3.region {
+                env_vars.push(env("LIFEBOAT_S3_REGION", region));
+            }
+            if s3.virtual_hosted {
+                env_vars.push(env("LIFEBOAT_S3_VIRTUAL_HOSTED_STYLE", "true"));
+            }
+            if let Some(pem) = s3.ca_bundle {
+                env_vars.push(env("LIFEBOAT_S3_CA_BUNDLE", pem));
             }
             Ok(RepoAccess {
                 env: env_vars,
@@ -204,6 +318,107 @@ mod tests {
         )
         .expect_err("no credential");
         assert!(e.to_string().contains("spec.credential"), "{e}");
+    }
+
+    #[test]
+    fn virtual_hosted_style_puts_the_bucket_in_the_host_and_refuses_what_cannot_work() {
+        let a = access(
+            &repo(
+                "s3-compatible",
+                &[
+                    ("bucket", "backups"),
+                    ("endpoint", "https://store.example.com:9443"),
+                    ("forcePathStyle", "false"),
+                ],
+                true,
+            ),
+            "demo",
+        )
+        .expect("access");
+        let by: std::collections::BTreeMap<_, _> =
+            a.env.iter().map(|e| (e.name.as_str(), e)).collect();
+        assert_eq!(
+            by["LIFEBOAT_S3_ENDPOINT"].value.as_deref(),
+            Some("https://backups.store.example.com:9443")
+        );
+        assert_eq!(
+            by["LIFEBOAT_S3_VIRTUAL_HOSTED_STYLE"].value.as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            by["LIFEBOAT_REPO"].value.as_deref(),
+            Some("s3://backups/backups/demo")
+        );
+        for (endpoint, bucket, why) in [
+            ("http://10.0.0.1:9000", "b", "not an IP address"),
+            ("https://[::1]:9000", "b", "not an IP address"),
+            ("store.example.com", "b", "http:// or https://"),
+            ("https://store.example.com/s3", "b", "without a path"),
+            ("https://store.example.com", "my.bucket", "has dots"),
+        ] {
+            let e = s3_settings(&repo(
+                "s3",
+                &[
+                    ("bucket", bucket),
+                    ("endpoint", endpoint),
+                    ("forcePathStyle", "false"),
+                ],
+                true,
+            ))
+            .expect_err(endpoint);
+            let m = e.to_string();
+            assert!(
+                m.contains("BackupRepo r: spec.config.endpoint") && m.contains(why),
+                "{m}"
+            );
+        }
+        // Path style, the default, leaves the endpoint as given.
+        let s = s3_settings(&repo(
+            "s3",
+            &[("bucket", "b"), ("endpoint", "http://10.0.0.1:9000")],
+            true,
+        ))
+        .expect("path style");
+        assert_eq!(
+            (s.endpoint.as_str(), s.virtual_hosted),
+            ("http://10.0.0.1:9000", false)
+        );
+    }
+
+    #[test]
+    fn a_bad_force_path_style_or_ca_bundle_is_refused_naming_the_key() {
+        let with = |k: &str, v: &str| {
+            s3_settings(&repo(
+                "minio",
+                &[("bucket", "b"), ("endpoint", "https://m"), (k, v)],
+                true,
+            ))
+        };
+        let e = with("forcePathStyle", "yes").expect_err("yes");
+        assert!(
+            e.to_string().contains(
+                "spec.config.forcePathStyle \"yes\" is invalid: expected \"true\" or \"false\""
+            ),
+            "{e}"
+        );
+        let e = with("caBundle", "/etc/ssl/ca.pem").expect_err("a path");
+        assert!(e.to_string().contains("spec.config.caBundle"), "{e}");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let a = access(
+            &repo(
+                "minio",
+                &[
+                    ("bucket", "b"),
+                    ("endpoint", "https://m"),
+                    ("caBundle", pem),
+                ],
+                true,
+            ),
+            "demo",
+        )
+        .expect("access");
+        let ca = a.env.iter().find(|e| e.name == "LIFEBOAT_S3_CA_BUNDLE");
+        assert_eq!(ca.and_then(|e| e.value.as_deref()), Some(pem));
     }
 
     #[test]

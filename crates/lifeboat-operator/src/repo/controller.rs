@@ -144,7 +144,10 @@ async fn check(
         return Ok(Err(("ConfigInvalid", e.to_string())));
     }
     let provider = repo.spec.storage_provider_ref.as_str();
-    let (Some(cred), "s3" | "minio") = (&repo.spec.credential, provider) else {
+    let (Some(cred), true) = (
+        &repo.spec.credential,
+        super::access::S3_PROVIDERS.contains(&provider),
+    ) else {
         return Ok(Ok(
             "the repo volume is created in each namespace that uses it",
         ));
@@ -172,11 +175,12 @@ async fn check(
             }
         }
     }
-    let cfg = |k: &str| repo.spec.config.get(k).map(String::as_str);
+    let s3 = match super::access::s3_settings(repo) {
+        Ok(s3) => s3,
+        Err(e) => return Ok(Err(("ConfigInvalid", e.to_string()))),
+    };
     let target = super::probe::S3Target {
-        endpoint: cfg("endpoint").unwrap_or_default(),
-        region: cfg("region").unwrap_or("us-east-1"),
-        bucket: cfg("bucket").unwrap_or_default(),
+        s3: &s3,
         prefix: repo.spec.path_prefix.as_deref().unwrap_or_default(),
         access_key_id: &keys[0],
         secret_access_key: &keys[1],

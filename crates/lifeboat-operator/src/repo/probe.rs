@@ -6,16 +6,14 @@ use std::time::Duration;
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use object_store::{Certificate, ClientOptions, ObjectStore, RetryConfig};
 
 /// How long one probe may take before the store counts as unreachable.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where and as whom to probe.
 pub struct S3Target<'a> {
-    pub endpoint: &'a str,
-    pub region: &'a str,
-    pub bucket: &'a str,
+    pub s3: &'a super::access::S3Settings,
     pub prefix: &'a str,
     pub access_key_id: &'a str,
     pub secret_access_key: &'a str,
@@ -23,10 +21,25 @@ pub struct S3Target<'a> {
 
 /// Lists the repo's prefix once. `Err` carries one line saying why the store cannot be used.
 pub async fn probe_s3(t: &S3Target<'_>) -> Result<(), String> {
+    let s3 = t.s3;
+    let mut client = ClientOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(PROBE_TIMEOUT);
+    if let Some(pem) = &s3.ca_bundle {
+        let certs = Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| format!("spec.config.caBundle: {}", one_line(&e)))?;
+        if certs.is_empty() {
+            return Err("spec.config.caBundle holds no PEM certificate".into());
+        }
+        for cert in certs {
+            client = client.with_root_certificate(cert);
+        }
+    }
     let store = AmazonS3Builder::new()
-        .with_endpoint(t.endpoint)
-        .with_region(t.region)
-        .with_bucket_name(t.bucket)
+        .with_endpoint(&s3.endpoint)
+        .with_region(s3.region.as_deref().unwrap_or("us-east-1"))
+        .with_bucket_name(&s3.bucket)
+        .with_virtual_hosted_style_request(s3.virtual_hosted)
         .with_access_key_id(t.access_key_id)
         .with_secret_access_key(t.secret_access_key)
         // One attempt: the controller re-probes on its own schedule, and a retry loop here would
@@ -36,28 +49,24 @@ pub async fn probe_s3(t: &S3Target<'_>) -> Result<(), String> {
             retry_timeout: PROBE_TIMEOUT,
             ..Default::default()
         })
-        .with_client_options(
-            ClientOptions::new()
-                .with_connect_timeout(Duration::from_secs(5))
-                .with_timeout(PROBE_TIMEOUT),
-        )
+        .with_client_options(client)
         // After the client options, which would otherwise reset it.
-        .with_allow_http(t.endpoint.starts_with("http://"))
+        .with_allow_http(s3.endpoint.starts_with("http://"))
         .build()
         .map_err(|e| format!("s3 settings rejected: {}", one_line(&e)))?;
     let prefix = Path::from(t.prefix.trim_matches('/'));
     match tokio::time::timeout(PROBE_TIMEOUT, store.list_with_delimiter(Some(&prefix))).await {
         Err(_) => Err(format!(
             "endpoint {} did not answer within {}s",
-            t.endpoint,
+            s3.endpoint,
             PROBE_TIMEOUT.as_secs()
         )),
         Ok(Err(e)) => {
             let detail = one_line(&e);
             Err(format!(
                 "listing bucket {} at endpoint {} failed: {}",
-                t.bucket,
-                t.endpoint,
+                s3.bucket,
+                s3.endpoint,
                 s3_error(&detail).unwrap_or(detail)
             ))
         }

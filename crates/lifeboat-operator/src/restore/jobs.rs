@@ -132,6 +132,8 @@ pub struct JobInput<'a> {
     pub backup_path: &'a str,
     /// Requests and limits of the Jobs' container.
     pub resources: &'a ResourceRequirements,
+    /// The user and pull secrets of the Jobs' pods.
+    pub pods: &'a crate::security::PodSettings,
 }
 
 fn job(
@@ -176,13 +178,16 @@ fn job(
                     labels: Some(labels),
                     ..Default::default()
                 }),
-                spec: Some(crate::security::restricted(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    enable_service_links: Some(false),
-                    containers: vec![container],
-                    volumes: Some(volumes),
-                    ..Default::default()
-                })),
+                spec: Some(crate::security::restricted(
+                    PodSpec {
+                        restart_policy: Some("Never".into()),
+                        enable_service_links: Some(false),
+                        containers: vec![container],
+                        volumes: Some(volumes),
+                        ..Default::default()
+                    },
+                    input.pods,
+                )),
             },
             ..Default::default()
         }),
@@ -321,6 +326,7 @@ mod tests {
             repo,
             backup_path: "b-1234",
             resources: &resources,
+            pods: &crate::security::PodSettings::default(),
         };
         vec![
             prepare_data_job(&input, 0),

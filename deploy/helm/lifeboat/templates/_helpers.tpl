@@ -25,3 +25,9 @@ app.kubernetes.io/part-of: lifeboat
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
+
+{{/* An image reference from the chart's registry and a {repository, tag} value. */}}
+{{- define "lifeboat.image" -}}
+{{- $registry := .root.Values.imageRegistry | default "" | trimSuffix "/" -}}
+{{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ .image.tag }}
+{{- end -}}

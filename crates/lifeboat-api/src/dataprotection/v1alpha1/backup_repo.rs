@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// The desired state of a BackupRepo.
 ///
-/// Lifeboat serves the storage providers `s3` and `minio` (S3-compatible; config keys
-/// `bucket`, `endpoint`, `region`, and the credential Secret's `accessKeyId` and
-/// `secretAccessKey`) and `pvc` (config keys `storageClassName` and `accessMode`; a PVC named
+/// Lifeboat serves the storage providers `s3`, `minio` and `s3-compatible` (config keys
+/// `bucket`, `endpoint`, `region`, `forcePathStyle`, and Lifeboat's `caBundle`; the credential
+/// Secret's `accessKeyId` and `secretAccessKey`) and `pvc` (config keys `storageClassName` and `accessMode`; a PVC named
 /// `lifeboat-repo-<repo>` is created in each namespace that backs up to it).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
@@ -64,7 +64,11 @@ pub struct BackupRepoSpec {
     #[serde(default)]
     pub pv_reclaim_policy: PvReclaimPolicy,
 
-    /// Provider settings, for example `bucket`, `endpoint` and `region` for S3 stores.
+    /// Provider settings. S3 stores: `bucket`, `endpoint` and `region`; `forcePathStyle`
+    /// (`"true"`, the default, or `"false"` for virtual-hosted style, where the bucket becomes
+    /// the first label of the endpoint's host name); and `caBundle` (Lifeboat extension): PEM
+    /// certificates of the authorities that sign the endpoint's certificate, trusted besides the
+    /// system's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, String>,
 
