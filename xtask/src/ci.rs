@@ -79,6 +79,8 @@ pub fn run(args: CiArgs) -> Result<()> {
                 ("durability", 2),
                 ("restore", 1),
                 ("s3", 1),
+                // Last: the namespaces the demo and the tiers leave behind.
+                ("leaks", 1),
             ]
             .into_iter()
             .filter_map(|(tier, threads)| match testbed::run_e2e(tier, threads) {

@@ -201,7 +201,9 @@ where
         Ok(()) => leak_check(&client, &name, started.elapsed()).await,
         Err(e) => Err(e),
     };
-    if result.is_err() {
+    if let Err(e) = &result {
+        // The failure first: a CI report that keeps only the head of a long output still has it.
+        eprintln!("test failed: {e:#}");
         eprintln!("{}", describe_namespace(&client, &name).await);
     }
     let cleanup = delete_namespace(&client, &name).await;

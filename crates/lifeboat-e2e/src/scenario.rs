@@ -445,8 +445,10 @@ pub fn restored_cluster(
 ///
 /// Readiness is judged by time, not by order of arrival: a pod's `Ready` condition carries the
 /// time it turned true, the Restore its completion time, and a pod is a lie when the first is
-/// earlier (or the Restore has none). A watch that saw nothing, or failed, fails the check: it
-/// proves nothing either way.
+/// earlier (or the Restore has none). Only this Cluster's own are judged: a Restore it controls,
+/// and pods made since it was created. A Cluster deleted and created again under its name leaves
+/// pods behind that stay Ready while they terminate, and they are not this restore's. A watch
+/// that saw nothing of this Cluster, or failed, fails the check: it proves nothing either way.
 pub struct LieWatcher {
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
@@ -455,6 +457,10 @@ pub struct LieWatcher {
 #[derive(Default, Clone)]
 struct Seen {
     events: usize,
+    /// Events of pods made before the watched Cluster: an earlier Cluster's of the same name.
+    earlier: usize,
+    /// Of those, the pods that were Ready: judged as this Cluster's, they would be lies.
+    earlier_ready: std::collections::BTreeSet<String>,
     violations: Vec<String>,
     errors: Vec<String>,
 }
@@ -470,6 +476,17 @@ fn ready_since(p: &Pod) -> Option<Timestamp> {
                 .as_ref()
                 .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
         })
+}
+
+/// Whether a pod created at `pod_created` belongs to the Cluster created at `cluster_created`,
+/// not to an earlier Cluster of the same name: it was made no earlier than the Cluster
+/// (timestamps have whole seconds, and a StatefulSet's pods come after its Cluster). With no
+/// Cluster, no pod is its.
+fn of_this_life(pod_created: Option<Timestamp>, cluster_created: Option<Timestamp>) -> bool {
+    match (pod_created, cluster_created) {
+        (Some(pod), Some(cluster)) => pod >= cluster,
+        _ => false,
+    }
 }
 
 /// Whether a pod Ready since `ready` lies about a Restore completed at `completed`: it does
@@ -496,7 +513,7 @@ impl LieWatcher {
                 .applied_objects()
                 .map(|e| e.map(|p| Either::Pod(Box::new(p))));
             let cluster_events = watcher(
-                clusters,
+                clusters.clone(),
                 watcher::Config::default().fields(&format!("metadata.name={cluster}")),
             )
             .applied_objects()
@@ -517,6 +534,22 @@ impl LieWatcher {
                     }
                 };
                 record(&|g| g.events += 1);
+                // The Cluster of this life: a Cluster deleted and created again under the same
+                // name leaves pods (still Ready while they terminate) and possibly its Restore
+                // behind, under the same names. Neither is this Cluster's, so neither is judged
+                // or counted for it.
+                let current = match &ev {
+                    Either::Cluster(c) => Some((**c).clone()),
+                    Either::Pod(_) => match clusters.get_opt(&cluster).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let msg = format!("reading Cluster {cluster}: {e}");
+                            record(&|g| g.errors.push(msg.clone()));
+                            continue;
+                        }
+                    },
+                };
+                let cluster_uid = current.as_ref().and_then(|c| c.metadata.uid.clone());
                 let restore = match restores.get_opt(&restore_name).await {
                     Ok(r) => r,
                     Err(e) => {
@@ -525,13 +558,48 @@ impl LieWatcher {
                         continue;
                     }
                 };
-                let status = restore.and_then(|r| r.status);
+                let restore_seen = match &restore {
+                    None => "no Restore".to_owned(),
+                    Some(r) => format!(
+                        "Restore uid {} {:?}",
+                        r.metadata.uid.as_deref().unwrap_or("?"),
+                        r.status.as_ref().and_then(|s| s.phase)
+                    ),
+                };
+                let status = restore
+                    .filter(|r| {
+                        cluster_uid.as_deref().is_some_and(|uid| {
+                            r.owner_references()
+                                .iter()
+                                .any(|o| o.controller == Some(true) && o.uid == uid)
+                        })
+                    })
+                    .and_then(|r| r.status);
                 let done = status.as_ref().and_then(|s| s.phase) == Some(RestorePhase::Completed);
                 let completed = status
                     .as_ref()
                     .and_then(|s| s.completion_timestamp.as_ref())
                     .map(|t| t.0);
                 let lie = match ev {
+                    Either::Pod(p)
+                        if !of_this_life(
+                            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                            current
+                                .as_ref()
+                                .and_then(|c| c.metadata.creation_timestamp.as_ref())
+                                .map(|t| t.0),
+                        ) =>
+                    {
+                        let ready = ready_since(&p).is_some();
+                        let name = format!("{} with {restore_seen}", p.name_any());
+                        record(&|g| {
+                            g.earlier += 1;
+                            if ready {
+                                g.earlier_ready.insert(name.clone());
+                            }
+                        });
+                        None
+                    }
                     Either::Pod(p) => ready_since(&p)
                         .filter(|since| ready_before_verified(*since, completed))
                         .map(|since| {
@@ -573,8 +641,15 @@ impl LieWatcher {
                 s.errors.join("; ")
             );
         }
-        if s.events == 0 {
-            bail!("the lie watch saw no event at all, so it proves nothing");
+        if s.events == s.earlier {
+            bail!("the lie watch saw no event of this Cluster at all, so it proves nothing");
+        }
+        if s.earlier > 0 {
+            eprintln!(
+                "the lie watch set aside {} event(s) of pods older than the Cluster (an earlier \
+                 Cluster's); Ready among them: {:?}",
+                s.earlier, s.earlier_ready
+            );
         }
         Ok(())
     }
@@ -721,6 +796,18 @@ mod tests {
         assert!(
             ready_before_verified(at("2026-12-03T10:00:09Z"), None),
             "Ready while the Restore has not completed at all"
+        );
+    }
+
+    #[test]
+    fn a_pod_older_than_its_cluster_is_an_earlier_clusters_and_not_judged() {
+        let cluster = Some(at("2026-12-03T10:00:05Z"));
+        assert!(!of_this_life(Some(at("2026-12-03T09:58:00Z")), cluster));
+        assert!(of_this_life(Some(at("2026-12-03T10:00:05Z")), cluster));
+        assert!(of_this_life(Some(at("2026-12-03T10:00:40Z")), cluster));
+        assert!(
+            !of_this_life(Some(at("2026-12-03T10:00:40Z")), None),
+            "with its Cluster gone, a pod is no restore's"
         );
     }
 }

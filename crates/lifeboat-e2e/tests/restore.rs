@@ -90,7 +90,9 @@ where
         name: SOURCE_NS.into(),
     };
     let result = body(ns).await;
-    if result.is_err() {
+    if let Err(e) = &result {
+        // The failure first: a CI report that keeps only the head of a long output still has it.
+        eprintln!("test failed: {e:#}");
         eprintln!(
             "{}",
             lifeboat_e2e::describe_namespace(&client, SOURCE_NS).await

@@ -104,9 +104,10 @@ pub fn s3_settings(repo: &BackupRepo) -> Result<S3Settings, AccessError> {
     };
     let ca_bundle = match repo.spec.config.get("caBundle") {
         Some(pem) if !pem.contains("-----BEGIN CERTIFICATE-----") => {
+            // Not echoed: text pasted here by mistake may be a private key.
             return Err(invalid(
                 "caBundle",
-                &pem.chars().take(40).collect::<String>(),
+                &format!("<{} characters>", pem.chars().count()),
                 "expected PEM certificates (-----BEGIN CERTIFICATE-----)",
             ));
         }
@@ -401,8 +402,13 @@ mod tests {
             ),
             "{e}"
         );
-        let e = with("caBundle", "/etc/ssl/ca.pem").expect_err("a path");
-        assert!(e.to_string().contains("spec.config.caBundle"), "{e}");
+        let e = with("caBundle", "-----BEGIN PRIVATE KEY-----\nMIIEvQ").expect_err("a key");
+        let m = e.to_string();
+        assert!(
+            m.contains("spec.config.caBundle \"<34 characters>\""),
+            "{m}"
+        );
+        assert!(!m.contains("MIIEvQ"), "the text is echoed: {m}");
         let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
         let a = access(
             &repo(
