@@ -1,6 +1,7 @@
 //! S3 BackupRepos on the bed, against real MinIO: the repo is Ready only when the store answers;
 //! a Backup into S3 restores in another namespace with verified data, and deleting it removes
-//! its objects; a store that dies while prepareData runs fails the restore, with the reason.
+//! its objects; a store that dies while prepareData runs fails the restore, with the reason;
+//! expired Backups go with their objects, and a Cluster's newest Completed one stays.
 
 use std::time::{Duration, Instant};
 
@@ -508,5 +509,182 @@ async fn a_store_behind_a_private_authority_is_reached_with_the_repos_ca_bundle(
     })
     .await;
     delete_repo(&c, TRUSTED).await?;
+    result
+}
+
+/// Events on object `name` in `ns`, as `reason: message`.
+async fn events_on(ns: &lifeboat_e2e::TestNamespace, name: &str) -> Result<Vec<String>> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = ns.api();
+    Ok(events
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect())
+}
+
+#[tokio::test]
+async fn expired_backups_go_with_their_objects_and_the_newest_completed_stays() -> Result<()> {
+    const REPO: &str = "e2e-s3-retention";
+    const PERIOD: Duration = Duration::from_secs(60);
+    let c = client().await?;
+    let creds = bed_credentials()?;
+    s3_repo(&c, REPO, BED_ENDPOINT, BED_BUCKET, &creds).await?;
+    wait_repo(&c, REPO, BackupRepoPhase::Ready, REPO_CHECK).await?;
+    let store = store(BED_ENDPOINT, BED_BUCKET, &creds)?;
+    let result = in_namespace("s3-retention", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        write_dataset(&ns, "fdb", 200, 64).await?;
+        policy_for_repo(&ns, "fdb", "fdb-to-s3", REPO).await?;
+        let backups: Api<Backup> = ns.api();
+        let expiring = |name: &str| {
+            json!({
+                "apiVersion": "dataprotection.kubeblocks.io/v1alpha1", "kind": "Backup",
+                "metadata": {"name": name},
+                "spec": {"backupPolicyName": "fdb-to-s3", "backupMethod": "datafile",
+                         "deletionPolicy": "Delete", "retentionPeriod": "1m"}
+            })
+        };
+        // The status says when each one expires: its completion plus the period.
+        let expiry_of = |name: &'static str| {
+            let backups = backups.clone();
+            async move {
+                poll(
+                    &format!("Backup {name} to record its expiration"),
+                    Duration::from_secs(60),
+                    || async {
+                        let st = backups.get(name).await?.status.unwrap_or_default();
+                        let done = st.completion_timestamp.map(|t| t.0);
+                        let exp = st.expiration.map(|t| t.0);
+                        Ok(match (done, exp) {
+                            (Some(d), Some(e)) if e.duration_since(d).unsigned_abs() == PERIOD => {
+                                Ok(e)
+                            }
+                            other => Err(format!("completion and expiration: {other:?}")),
+                        })
+                    },
+                )
+                .await
+            }
+        };
+        let until = |t: k8s_openapi::jiff::Timestamp| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_until(t)
+                .unsigned_abs()
+        };
+        ns.create::<Backup>(expiring("older")).await?;
+        let older = wait_backup(&ns, "older", BackupPhase::Completed, BACKUP_TIMEOUT).await?;
+        ns.create::<Backup>(expiring("newer")).await?;
+        wait_backup(&ns, "newer", BackupPhase::Completed, BACKUP_TIMEOUT).await?;
+        let (older_exp, newer_exp) = (expiry_of("older").await?, expiry_of("newer").await?);
+        let older_path = older.status.and_then(|s| s.path).unwrap_or_default();
+        ensure!(
+            !list(store.as_ref(), &older_path).await?.is_empty(),
+            "Backup older wrote nothing under {older_path}"
+        );
+
+        // Past its expiry, the older one goes with its objects: a deadline of the expiry plus
+        // the deletion Job's time.
+        poll(
+            "retention to delete Backup older",
+            until(older_exp) + Duration::from_secs(120),
+            || async {
+                Ok(match backups.get_opt("older").await? {
+                    None => Ok(()),
+                    Some(b) => Err(format!("still there: {:?}", b.status.and_then(|s| s.phase))),
+                })
+            },
+        )
+        .await?;
+        let left = list(store.as_ref(), &older_path).await?;
+        ensure!(
+            left.is_empty(),
+            "retention deleted Backup older but left its objects: {left:?}"
+        );
+        let said = events_on(&ns, "older").await?;
+        ensure!(
+            said.iter()
+                .any(|e| e.starts_with("RetentionExpired:") && e.contains("with its data")),
+            "no RetentionExpired event on Backup older: {said:?}"
+        );
+
+        // The newest Completed one stays past its expiry, and says why.
+        let kept = poll(
+            "a RetentionKept event on Backup newer",
+            until(newer_exp) + Duration::from_secs(60),
+            || async {
+                let said = events_on(&ns, "newer").await?;
+                Ok(
+                    match said.iter().find(|e| e.starts_with("RetentionKept:")) {
+                        Some(e) => Ok(e.clone()),
+                        None => Err(format!("events: {said:?}")),
+                    },
+                )
+            },
+        )
+        .await?;
+        eprintln!("{kept}");
+        ensure!(
+            kept.contains("newest Completed Backup of Cluster"),
+            "the kept reason is not the newest-Completed rule: {kept}"
+        );
+        ensure!(
+            backups.get_opt("newer").await?.is_some(),
+            "the Cluster's newest Completed Backup was deleted by retention"
+        );
+
+        // A newer Backup (kept forever) completing releases it at once.
+        backup_with(&ns, "keeper", "fdb-to-s3", "Delete").await?;
+        let newer_path = backups
+            .get("newer")
+            .await?
+            .status
+            .and_then(|s| s.path)
+            .unwrap_or_default();
+        poll(
+            "Backup newer to go once a newer one completed",
+            Duration::from_secs(120),
+            || async {
+                Ok(match backups.get_opt("newer").await? {
+                    None => Ok(()),
+                    Some(_) => Err("still there".to_string()),
+                })
+            },
+        )
+        .await?;
+        let left = list(store.as_ref(), &newer_path).await?;
+        ensure!(
+            left.is_empty(),
+            "retention deleted Backup newer but left its objects: {left:?}"
+        );
+        ensure!(
+            backups.get_opt("keeper").await?.is_some(),
+            "a Backup without retentionPeriod was deleted"
+        );
+        backups.delete("keeper", &DeleteParams::default()).await?;
+        poll(
+            "Backup keeper to be deleted",
+            Duration::from_secs(180),
+            || async {
+                Ok(match backups.get_opt("keeper").await? {
+                    None => Ok(()),
+                    Some(_) => Err("still there".to_string()),
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    })
+    .await;
+    delete_repo(&c, REPO).await?;
     result
 }

@@ -77,7 +77,7 @@ fn now() -> Time {
     Time(Timestamp::now())
 }
 
-async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -> Result<()> {
+pub(super) async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -> Result<()> {
     let name = b.name_any();
     let ns = b.namespace().unwrap_or_default();
     let v = serde_json::to_value(st).map_err(|source| Error::Serialize {
@@ -130,7 +130,8 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     }
     let mut st = b.status.clone().unwrap_or_default();
     match st.phase {
-        Some(BackupPhase::Completed) | Some(BackupPhase::Failed) | Some(BackupPhase::Deleting) => {
+        Some(BackupPhase::Completed) => return super::retention::apply(b, ctx).await,
+        Some(BackupPhase::Failed) | Some(BackupPhase::Deleting) => {
             return Ok(Action::await_change());
         }
         Some(BackupPhase::Running) => return observe(b, ctx, st).await,

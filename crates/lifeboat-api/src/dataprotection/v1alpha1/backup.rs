@@ -67,7 +67,10 @@ pub struct BackupSpec {
     #[serde(default)]
     pub deletion_policy: BackupDeletionPolicy,
 
-    /// How long to keep the backup, for example `7d` or `12h`. Kept forever when empty.
+    /// How long to keep the backup after it completes, for example `7d`, `12h` or `1d12h30m`;
+    /// then it is deleted, with its repo data under `deletionPolicy: Delete`. Kept forever when
+    /// empty. A Cluster's newest Completed Backup, its newest verified one, and one a restore
+    /// still reads are kept past it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^(\d+[dhm])+$"))]
     pub retention_period: Option<String>,
