@@ -332,6 +332,19 @@ pub async fn create_backup(
     .await
 }
 
+/// Waits until Backup `name` is gone from the API (its finalizers done), printing its phase
+/// while it is not.
+pub async fn wait_backup_gone(ns: &TestNamespace, name: &str, timeout: Duration) -> Result<()> {
+    let api: Api<Backup> = ns.api();
+    poll(&format!("Backup {name} to be deleted"), timeout, || async {
+        Ok(match api.get_opt(name).await? {
+            None => Ok(()),
+            Some(b) => Err(format!("still there: {:?}", b.status.and_then(|s| s.phase))),
+        })
+    })
+    .await
+}
+
 /// Waits until Backup `name` reaches the terminal phase `want`; fails at once, with the Backup's
 /// failure reason, when it reaches the other one.
 pub async fn wait_backup(

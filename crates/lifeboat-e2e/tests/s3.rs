@@ -161,17 +161,7 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
         // deletionPolicy Delete: the Backup goes only after its objects did.
         let backups: Api<Backup> = src.api();
         backups.delete("fdb-s3", &DeleteParams::default()).await?;
-        poll(
-            "Backup fdb-s3 to be deleted",
-            Duration::from_secs(180),
-            || async {
-                Ok(match backups.get_opt("fdb-s3").await? {
-                    None => Ok(()),
-                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&src, "fdb-s3", Duration::from_secs(180)).await?;
         let left = list(store.as_ref(), &path).await?;
         ensure!(
             left.is_empty(),
@@ -292,17 +282,7 @@ async fn deleting_a_backup_leaves_a_sibling_whose_name_extends_it() -> Result<()
         );
         let backups: Api<Backup> = ns.api();
         backups.delete("a", &DeleteParams::default()).await?;
-        poll(
-            "Backup a to be deleted",
-            Duration::from_secs(180),
-            || async {
-                Ok(match backups.get_opt("a").await? {
-                    None => Ok(()),
-                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&ns, "a", Duration::from_secs(180)).await?;
         let left = list(store.as_ref(), &a_path).await?;
         ensure!(
             left.is_empty(),
@@ -327,17 +307,7 @@ async fn deleting_a_backup_leaves_a_sibling_whose_name_extends_it() -> Result<()
 
         // Once no Backup or restore there needs the repo, the namespace loses its credentials.
         backups.delete("a-b", &DeleteParams::default()).await?;
-        poll(
-            "Backup a-b to be deleted",
-            Duration::from_secs(180),
-            || async {
-                Ok(match backups.get_opt("a-b").await? {
-                    None => Ok(()),
-                    Some(b) => Err(format!("still there: {:?}", b.status.map(|s| s.phase))),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&ns, "a-b", Duration::from_secs(180)).await?;
         poll(
             "the credential copy to go from a namespace that no longer uses the repo",
             REPO_CHECK,
@@ -594,17 +564,7 @@ async fn expired_backups_go_with_their_objects_and_the_newest_completed_stays() 
 
         // Past its expiry, the older one goes with its objects: a deadline of the expiry plus
         // the deletion Job's time.
-        poll(
-            "retention to delete Backup older",
-            until(older_exp) + Duration::from_secs(120),
-            || async {
-                Ok(match backups.get_opt("older").await? {
-                    None => Ok(()),
-                    Some(b) => Err(format!("still there: {:?}", b.status.and_then(|s| s.phase))),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&ns, "older", until(older_exp) + Duration::from_secs(120)).await?;
         let left = list(store.as_ref(), &older_path).await?;
         ensure!(
             left.is_empty(),
@@ -650,17 +610,7 @@ async fn expired_backups_go_with_their_objects_and_the_newest_completed_stays() 
             .status
             .and_then(|s| s.path)
             .unwrap_or_default();
-        poll(
-            "Backup newer to go once a newer one completed",
-            Duration::from_secs(120),
-            || async {
-                Ok(match backups.get_opt("newer").await? {
-                    None => Ok(()),
-                    Some(_) => Err("still there".to_string()),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&ns, "newer", Duration::from_secs(120)).await?;
         let left = list(store.as_ref(), &newer_path).await?;
         ensure!(
             left.is_empty(),
@@ -671,17 +621,7 @@ async fn expired_backups_go_with_their_objects_and_the_newest_completed_stays() 
             "a Backup without retentionPeriod was deleted"
         );
         backups.delete("keeper", &DeleteParams::default()).await?;
-        poll(
-            "Backup keeper to be deleted",
-            Duration::from_secs(180),
-            || async {
-                Ok(match backups.get_opt("keeper").await? {
-                    None => Ok(()),
-                    Some(_) => Err("still there".to_string()),
-                })
-            },
-        )
-        .await?;
+        wait_backup_gone(&ns, "keeper", Duration::from_secs(180)).await?;
         Ok(())
     })
     .await;

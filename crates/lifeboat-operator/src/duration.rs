@@ -4,6 +4,12 @@ use std::time::Duration;
 
 /// Parses `1h30m`, `15m`, `90s`; `None` for anything else.
 pub fn parse(s: &str) -> Option<Duration> {
+    parse_units(s, &[('h', 3600), ('m', 60), ('s', 1)])
+}
+
+/// Parses a sum of numbers each followed by one of `units` (a letter and its seconds); `None`
+/// when empty, when a number lacks its unit or a unit its number, or on overflow.
+pub fn parse_units(s: &str, units: &[(char, u64)]) -> Option<Duration> {
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -17,12 +23,8 @@ pub fn parse(s: &str) -> Option<Duration> {
         }
         let n: u64 = digits.parse().ok()?;
         digits.clear();
-        total += match c {
-            'h' => n * 3600,
-            'm' => n * 60,
-            's' => n,
-            _ => return None,
-        };
+        let (_, secs) = units.iter().find(|(u, _)| *u == c)?;
+        total = total.checked_add(n.checked_mul(*secs)?)?;
     }
     if !digits.is_empty() {
         return None;

@@ -38,36 +38,13 @@ const LONGEST_WAIT: Duration = Duration::from_secs(3600);
 /// Parses a retention period as KubeBlocks writes it: days, hours and minutes, such as `7d`,
 /// `12h` or `1d12h30m`. The error names the field and the value.
 pub fn parse_period(s: &str) -> std::result::Result<Duration, String> {
-    let bad = |why: &str| format!("spec.retentionPeriod {s:?} {why}");
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            'd' => 86_400,
-            'h' => 3_600,
-            'm' => 60,
-            _ => return Err(bad("has a unit other than d, h or m")),
-        };
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| bad("needs a number before each unit"))?;
-        digits.clear();
-        total = n
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| bad("is too long"))?;
+    match crate::duration::parse_units(s, &[('d', 86_400), ('h', 3_600), ('m', 60)]) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "spec.retentionPeriod {s:?} is not a non-zero period of days, hours and minutes \
+             (such as 7d, 12h or 1d12h30m)"
+        )),
     }
-    if !digits.is_empty() {
-        return Err(bad("ends in a number without a unit (d, h or m)"));
-    }
-    if total == 0 {
-        return Err(bad("is empty or zero"));
-    }
-    Ok(Duration::from_secs(total))
 }
 
 /// When a Backup expires: `None` when it never does (no period, or not `Completed`).
@@ -83,6 +60,11 @@ pub fn expiration(b: &Backup) -> Option<std::result::Result<Timestamp, String>> 
         done.checked_add(p)
             .map_err(|_| format!("spec.retentionPeriod {period:?} is too long"))
     }))
+}
+
+/// When a Backup expires, when it does and its period parses.
+fn expires_at(b: &Backup) -> Option<Timestamp> {
+    expiration(b).and_then(|e| e.ok())
 }
 
 /// What retention does with one Backup.
@@ -184,7 +166,7 @@ pub fn reader(b: &Backup, restores: &[Restore]) -> Option<String> {
 /// soon as a newer one completes.
 pub async fn apply(b: &Backup, ctx: &Context) -> Result<Action> {
     let ns = b.namespace().unwrap_or_default();
-    let expires = expiration(b).and_then(|e| e.ok());
+    let expires = expires_at(b);
     let mut st = b.status.clone().unwrap_or_default();
     if st.expiration.as_ref().map(|t| t.0) != expires {
         st.expiration = expires.map(Time);
@@ -268,9 +250,7 @@ async fn expire(ctx: &Context, b: &Backup) -> Result<()> {
         )
         .await;
     }
-    let at = expiration(b)
-        .and_then(|e| e.ok())
-        .map_or_else(|| "?".into(), |t| t.to_string());
+    let at = expires_at(b).map_or_else(|| "?".into(), |t| t.to_string());
     ctx.event(
         b,
         EventType::Normal,
