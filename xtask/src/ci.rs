@@ -79,6 +79,8 @@ pub fn run(args: CiArgs) -> Result<()> {
                 ("durability", 2),
                 ("restore", 1),
                 ("s3", 1),
+                // Two at a time: the one test that stops the operator gives the other room.
+                ("schedule", 2),
                 // Last: the namespaces the demo and the tiers leave behind.
                 ("leaks", 1),
             ]

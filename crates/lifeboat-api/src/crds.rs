@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{Backup, BackupPolicy, BackupRepo, Cluster, Restore};
+use crate::{Backup, BackupPolicy, BackupRepo, BackupSchedule, Cluster, Restore};
 
 const HEADER: &str = "# Generated from crates/lifeboat-api by `cargo xtask crdgen`. Do not edit.\n";
 
@@ -14,6 +14,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Backup::crd(),
         BackupPolicy::crd(),
         BackupRepo::crd(),
+        BackupSchedule::crd(),
         Restore::crd(),
     ]
 }

@@ -49,3 +49,17 @@ pub const BACKUP_DEADLINE: &str = "lifeboat.io/backup-deadline";
 pub const RESTORE_GRANT: &str = "lifeboat.io/allow-restore-to-namespaces";
 /// Pod readiness gate that holds restored database pods un-Ready until verification passes.
 pub const READINESS_GATE_RESTORE_VERIFIED: &str = "lifeboat.io/restore-verified";
+/// Marks a Backup a BackupSchedule took (KubeBlocks' label, value `"true"`).
+pub const AUTOBACKUP: &str = "dataprotection.kubeblocks.io/autobackup";
+/// The BackupSchedule that took a Backup (KubeBlocks' label).
+pub const BACKUP_SCHEDULE: &str = "dataprotection.kubeblocks.io/backup-schedule";
+/// The UID of the BackupSchedule that took a Backup: what proves a Backup under a run's name is
+/// that run's, and not another object's of the same name.
+pub const BACKUP_SCHEDULE_UID: &str = "lifeboat.io/backup-schedule-uid";
+/// The schedule (its name within the BackupSchedule) that took a Backup.
+pub const SCHEDULE_NAME: &str = "lifeboat.io/schedule";
+/// Annotation on a scheduled Backup: the scheduled time of its run (RFC 3339).
+pub const SCHEDULED_TIME: &str = "lifeboat.io/scheduled-time";
+/// Annotation on a Backup: `"true"` asks for a restore drill once it completes (set by a user,
+/// or by a schedule whose `drill` says so). The result is the Backup's `Verified` condition.
+pub const DRILL: &str = "lifeboat.io/drill";

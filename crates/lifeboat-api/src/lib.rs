@@ -21,5 +21,6 @@ pub mod schema_check;
 
 pub use apps::v1::{Cluster, ClusterPhase, ClusterSpec, ClusterStatus};
 pub use dataprotection::v1alpha1::{
-    Backup, BackupPhase, BackupPolicy, BackupRepo, BackupSpec, BackupStatus, Restore, RestorePhase,
+    Backup, BackupPhase, BackupPolicy, BackupRepo, BackupSchedule, BackupSpec, BackupStatus,
+    Restore, RestorePhase,
 };

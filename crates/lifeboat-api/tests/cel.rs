@@ -153,3 +153,55 @@ fn backup_policy_needs_exactly_one_target_form() {
         "{m:?}"
     );
 }
+
+#[test]
+fn backup_schedule_names_are_unique_with_the_method_standing_for_an_empty_name() {
+    let schedule = |schedules: Value| {
+        json!({
+            "apiVersion": "dataprotection.kubeblocks.io/v1alpha1",
+            "kind": "BackupSchedule",
+            "metadata": {"name": "s", "namespace": "demo"},
+            "spec": {"backupPolicyName": "p", "schedules": schedules}
+        })
+    };
+    let ok = schedule(json!([
+        {"backupMethod": "datafile", "cronExpression": "0 3 * * *"},
+        {"name": "hourly", "backupMethod": "datafile", "cronExpression": "0 * * * *"}
+    ]));
+    assert_eq!(messages(&ok, None), Vec::<String>::new());
+    let clash = schedule(json!([
+        {"backupMethod": "datafile", "cronExpression": "0 3 * * *"},
+        {"name": "datafile", "backupMethod": "other", "cronExpression": "0 * * * *"}
+    ]));
+    let m = messages(&clash, None);
+    assert!(
+        m.iter()
+            .any(|m| m.contains("spec.schedules[].name must be unique")),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn a_cluster_backup_asking_for_what_lifeboat_does_not_take_is_refused_naming_the_field() {
+    let mut cluster = fixture("cluster-spec-restore.yaml");
+    if let Some(spec) = cluster["spec"].as_object_mut() {
+        spec.remove("restore");
+    }
+    cluster["spec"]["backup"] =
+        json!({"enabled": true, "method": "datafile", "cronExpression": "0 3 * * *"});
+    assert_eq!(messages(&cluster, None), Vec::<String>::new());
+    cluster["spec"]["backup"]["pitrEnabled"] = json!(true);
+    let m = messages(&cluster, None);
+    assert!(
+        m.iter().any(|m| m.contains("spec.backup.pitrEnabled")),
+        "{m:?}"
+    );
+    cluster["spec"]["backup"]["pitrEnabled"] = json!(false);
+    cluster["spec"]["backup"]["incrementalBackupEnabled"] = json!(true);
+    let m = messages(&cluster, None);
+    assert!(
+        m.iter()
+            .any(|m| m.contains("spec.backup.incrementalBackupEnabled")),
+        "{m:?}"
+    );
+}

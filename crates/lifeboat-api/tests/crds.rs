@@ -96,6 +96,13 @@ fn printer_columns_match_kubeblocks() {
         ["METHOD", "REPO", "STATUS", "TOTAL-SIZE", "DURATION"]
     );
     assert_eq!(columns("Restore"), ["BACKUP", "STATUS", "DURATION"]);
+    // KubeBlocks' BackupSchedule: STATUS and AGE, short name bs.
+    assert_eq!(columns("BackupSchedule"), ["STATUS", "AGE"]);
+    let bs = crds::all()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "BackupSchedule")
+        .expect("BackupSchedule is served");
+    assert_eq!(bs.spec.names.short_names, Some(vec!["bs".to_owned()]));
 }
 
 #[test]
@@ -130,6 +137,12 @@ fn groups_versions_and_scopes_match_kubeblocks() {
             "v1alpha1",
             "BackupRepo",
             "Cluster",
+        ),
+        (
+            "dataprotection.kubeblocks.io",
+            "v1alpha1",
+            "BackupSchedule",
+            "Namespaced",
         ),
         (
             "dataprotection.kubeblocks.io",

@@ -9,6 +9,7 @@
 
 pub mod leaks;
 pub mod lifeboat;
+pub mod operator;
 pub mod s3;
 pub mod scenario;
 pub mod writer;

@@ -14,6 +14,7 @@ use kube::{Api, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, BackupRepoPhase};
 use lifeboat_api::{Backup, BackupRepo, ClusterPhase};
 use lifeboat_e2e::lifeboat::*;
+use lifeboat_e2e::operator::events_on;
 use lifeboat_e2e::s3::*;
 use lifeboat_e2e::scenario::*;
 use lifeboat_e2e::{client, in_namespace, poll};
@@ -480,25 +481,6 @@ async fn a_store_behind_a_private_authority_is_reached_with_the_repos_ca_bundle(
     .await;
     delete_repo(&c, TRUSTED).await?;
     result
-}
-
-/// Events on object `name` in `ns`, as `reason: message`.
-async fn events_on(ns: &lifeboat_e2e::TestNamespace, name: &str) -> Result<Vec<String>> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = ns.api();
-    Ok(events
-        .list(&kube::api::ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default()
-            )
-        })
-        .collect())
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ pub mod backup;
 mod content;
 pub mod delete;
 pub mod direct;
+pub mod drill;
 pub mod error;
 pub mod fingerprint;
 pub mod inspect;

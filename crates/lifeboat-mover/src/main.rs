@@ -4,7 +4,8 @@ use std::io::{IsTerminal, Write};
 
 use clap::{Parser, Subcommand};
 use lifeboat_mover::error::{Error, exit, one_line};
-use lifeboat_mover::{backup, delete, inspect, restore, verify};
+use lifeboat_mover::verify::VerifyReport;
+use lifeboat_mover::{backup, delete, drill, inspect, restore, verify};
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +29,9 @@ enum Command {
     Restore(restore::RestoreArgs),
     /// Compare a running server's dataset with a backup's fingerprint.
     Verify(verify::VerifyArgs),
+    /// Prove a backup restorable: restore it into a scratch directory, load it into a private
+    /// server and compare it with the backup's fingerprint.
+    Drill(drill::DrillArgs),
     /// Print a backup's manifest.
     Inspect(inspect::InspectArgs),
     /// Remove a backup from the repo, manifest first.
@@ -75,27 +79,30 @@ async fn run(cmd: Command) -> Result<(), Error> {
                 "restore complete");
             emit(&to_json(&s)?)
         }
-        Command::Verify(a) => {
-            let r = verify::run(a).await?;
-            emit(&to_json(&r)?)?;
-            if r.matches {
-                tracing::info!("{}", r.message);
-                Ok(())
-            } else {
-                eprintln!("backup: {}", r.expected.summary());
-                eprintln!("live:   {}", r.live.summary());
-                Err(Error::VerifyMismatch {
-                    backup: r.backup_name.clone(),
-                    diff: r.differences.join("; "),
-                })
-            }
-        }
+        Command::Verify(a) => report(verify::run(a).await?),
+        Command::Drill(a) => report(drill::run(a).await?),
         Command::Inspect(a) => emit(&inspect::run(a).await?),
         Command::Delete(a) => {
             let s = delete::run(a).await?;
             tracing::info!(backup = %s.backup_name, objects = s.objects_deleted, "backup deleted");
             emit(&to_json(&s)?)
         }
+    }
+}
+
+/// Prints a verify or drill report; a mismatch is the command's failure.
+fn report(r: VerifyReport) -> Result<(), Error> {
+    emit(&to_json(&r)?)?;
+    if r.matches {
+        tracing::info!("{}", r.message);
+        Ok(())
+    } else {
+        eprintln!("backup: {}", r.expected.summary());
+        eprintln!("live:   {}", r.live.summary());
+        Err(Error::VerifyMismatch {
+            backup: r.backup_name.clone(),
+            diff: r.differences.join("; "),
+        })
     }
 }
 

@@ -19,6 +19,7 @@ pub mod naming;
 pub mod ownership;
 pub mod repo;
 pub mod restore;
+pub mod schedule;
 pub mod security;
 pub mod telemetry;
 

@@ -16,7 +16,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube_lease_manager::LeaseManagerBuilder;
 use lifeboat_operator::context::{Config, Context};
 use lifeboat_operator::metrics::Metrics;
-use lifeboat_operator::{backup, cluster, duration, repo, telemetry};
+use lifeboat_operator::{backup, cluster, duration, repo, schedule, telemetry};
 use tokio::sync::watch;
 
 #[derive(Parser, Debug)]
@@ -38,6 +38,9 @@ struct Args {
     /// How many BackupRepos are reconciled (and their stores probed) at once.
     #[arg(long, env = "LIFEBOAT_REPO_CONCURRENCY", default_value_t = 2)]
     repo_concurrency: u16,
+    /// How many BackupSchedules are reconciled at once.
+    #[arg(long, env = "LIFEBOAT_SCHEDULE_CONCURRENCY", default_value_t = 2)]
+    schedule_concurrency: u16,
     /// The leader Lease's name; two installations in one namespace need two names.
     #[arg(
         long,
@@ -276,6 +279,7 @@ async fn run(args: Args) -> Result<(), String> {
             cluster::run(ctx.clone(), args.concurrency, stop()),
             backup::controller::run(ctx.clone(), args.backup_concurrency, stop()),
             repo::controller::run(ctx.clone(), args.repo_concurrency, stop()),
+            schedule::controller::run(ctx.clone(), args.schedule_concurrency, stop()),
         )
     };
     let watchdog = async {

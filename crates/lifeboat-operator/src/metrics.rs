@@ -25,6 +25,27 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScheduleRunLabels {
+    pub namespace: String,
+    pub backupschedule: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScheduleLabels {
+    pub namespace: String,
+    pub cluster: String,
+    pub backupschedule: String,
+    pub schedule: String,
+}
+
 /// The operator's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -34,6 +55,28 @@ pub struct Metrics {
     pub restores: Family<OutcomeLabels, Counter>,
     pub backups: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
+    /// When each Cluster's newest Backup completed (or its schedule was made, before one did).
+    pub backup_last_success: Family<ClusterLabels, Gauge>,
+    /// Scheduled runs by outcome: `started`, `missed`, and `failed` (the Backup failed).
+    pub schedule_runs: Family<ScheduleRunLabels, Counter>,
+    /// Each schedule's interval between two runs.
+    pub schedule_interval: Family<ScheduleLabels, Gauge>,
+    /// How long completed Backups took.
+    pub backup_duration: Histogram,
+    /// How many bytes completed Backups stored.
+    pub backup_bytes: Histogram,
+    /// When each Cluster's newest drilled Backup was proven restorable.
+    pub backup_last_verified: Family<ClusterLabels, Gauge>,
+    /// Drills by outcome (`passed`, `failed`), per namespace.
+    pub drills: Family<NamespaceOutcomeLabels, Counter>,
+    /// How long drills took.
+    pub drill_duration: Histogram,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceOutcomeLabels {
+    pub namespace: String,
+    pub outcome: String,
 }
 
 impl Default for Metrics {
@@ -47,6 +90,14 @@ impl Default for Metrics {
         let restores = Family::<OutcomeLabels, Counter>::default();
         let backups = Family::<OutcomeLabels, Counter>::default();
         let leader = Gauge::default();
+        let backup_last_success = Family::<ClusterLabels, Gauge>::default();
+        let schedule_runs = Family::<ScheduleRunLabels, Counter>::default();
+        let schedule_interval = Family::<ScheduleLabels, Gauge>::default();
+        let backup_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
+        let backup_bytes = Histogram::new(exponential_buckets(1024.0 * 1024.0, 4.0, 12));
+        let backup_last_verified = Family::<ClusterLabels, Gauge>::default();
+        let drills = Family::<NamespaceOutcomeLabels, Counter>::default();
+        let drill_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
         registry.register("reconciles", "Reconciles run", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -65,6 +116,46 @@ impl Default for Metrics {
             "1 while this replica holds the lease",
             leader.clone(),
         );
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the Cluster's newest Backup completed, in Unix seconds; the creation of its schedule until one has",
+            backup_last_success.clone(),
+        );
+        registry.register(
+            "backup_schedule_runs",
+            "Scheduled backup runs by outcome: started, missed (not started by their deadline), failed (the Backup failed)",
+            schedule_runs.clone(),
+        );
+        registry.register(
+            "backup_schedule_interval_seconds",
+            "The time between two runs of a schedule",
+            schedule_interval.clone(),
+        );
+        registry.register(
+            "backup_duration_seconds",
+            "How long completed Backups took, from start to completion",
+            backup_duration.clone(),
+        );
+        registry.register(
+            "backup_size_bytes",
+            "The stored size of completed Backups",
+            backup_bytes.clone(),
+        );
+        registry.register(
+            "backup_last_verified_timestamp_seconds",
+            "When the Cluster's newest drilled Backup was proven restorable, in Unix seconds",
+            backup_last_verified.clone(),
+        );
+        registry.register(
+            "backup_drills",
+            "Restore drills by outcome: passed, failed",
+            drills.clone(),
+        );
+        registry.register(
+            "backup_drill_duration_seconds",
+            "How long restore drills took, from the Job's start to its result",
+            drill_duration.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -73,6 +164,14 @@ impl Default for Metrics {
             restores,
             backups,
             leader,
+            backup_last_success,
+            schedule_runs,
+            schedule_interval,
+            backup_duration,
+            backup_bytes,
+            backup_last_verified,
+            drills,
+            drill_duration,
         }
     }
 }
@@ -108,6 +207,69 @@ impl Metrics {
                 outcome: outcome.to_owned(),
             })
             .inc();
+    }
+
+    /// Records that a Backup of the Cluster completed at `at` (Unix seconds); the gauge keeps
+    /// the newest.
+    pub fn backup_succeeded(&self, namespace: &str, cluster: &str, at: i64) {
+        let g = self.backup_last_success.get_or_create(&ClusterLabels {
+            namespace: namespace.to_owned(),
+            cluster: cluster.to_owned(),
+        });
+        if g.get() < at {
+            g.set(at);
+        }
+    }
+
+    /// Records that a Backup of the Cluster was proven restorable at `at`; the newest is kept.
+    pub fn backup_verified(&self, namespace: &str, cluster: &str, at: i64) {
+        let g = self.backup_last_verified.get_or_create(&ClusterLabels {
+            namespace: namespace.to_owned(),
+            cluster: cluster.to_owned(),
+        });
+        if g.get() < at {
+            g.set(at);
+        }
+    }
+
+    /// Counts a drill's outcome.
+    pub fn drill(&self, namespace: &str, outcome: &str) {
+        self.drills
+            .get_or_create(&NamespaceOutcomeLabels {
+                namespace: namespace.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a scheduled run's outcome.
+    pub fn schedule_run(&self, namespace: &str, backupschedule: &str, outcome: &str) {
+        self.schedule_runs
+            .get_or_create(&ScheduleRunLabels {
+                namespace: namespace.to_owned(),
+                backupschedule: backupschedule.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records a schedule's interval.
+    pub fn schedule_interval(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        backupschedule: &str,
+        schedule: &str,
+        seconds: u64,
+    ) {
+        self.schedule_interval
+            .get_or_create(&ScheduleLabels {
+                namespace: namespace.to_owned(),
+                cluster: cluster.to_owned(),
+                backupschedule: backupschedule.to_owned(),
+                schedule: schedule.to_owned(),
+            })
+            .set(i64::try_from(seconds).unwrap_or(i64::MAX));
     }
 
     /// The text exposition of every metric.
@@ -176,6 +338,14 @@ mod tests {
         Metrics::outcome(&m.backups, "failed");
         Metrics::outcome(&m.restores, "failed");
         m.leader.set(1);
+        m.backup_succeeded("ns", "c", 1);
+        m.schedule_run("ns", "s", "missed");
+        m.schedule_interval("ns", "c", "s", "datafile", 60);
+        m.backup_duration.observe(1.0);
+        m.backup_bytes.observe(1.0);
+        m.backup_verified("ns", "c", 1);
+        m.drill("ns", "failed");
+        m.drill_duration.observe(1.0);
         let exported = series(&m.encode());
         let rule = include_str!("../../../deploy/helm/lifeboat/templates/prometheusrule.yaml");
         let used = names_used(rule);

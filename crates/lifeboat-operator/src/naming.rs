@@ -61,6 +61,11 @@ pub fn backup_job(backup: &str) -> String {
     format!("{backup}-backup")
 }
 
+/// The Job drilling a Backup: restoring it into a scratch server to prove it restorable.
+pub fn drill_job(backup: &str) -> String {
+    format!("{backup}-drill")
+}
+
 /// The PVC a `pvc` BackupRepo uses in a namespace.
 pub fn repo_pvc(repo: &str) -> String {
     format!("lifeboat-repo-{repo}")
@@ -78,4 +83,54 @@ pub fn pod_fqdn(cluster: &str, component: &str, ordinal: i32, ns: &str, domain: 
         pod(cluster, component, ordinal),
         headless_service(cluster, component)
     )
+}
+
+/// The BackupSchedule Lifeboat keeps for a data component of a Cluster with `spec.backup`
+/// (KubeBlocks' name).
+pub fn backup_schedule(cluster: &str, component: &str) -> String {
+    format!("{cluster}-{component}-backup-schedule")
+}
+
+/// The longest Backup name whose Job name (`<backup>-backup`) still fits in 63 characters.
+const BACKUP_NAME_MAX: usize = 63 - "-backup".len();
+
+/// The Backup a schedule takes for its run at `time`: `<cluster>-<schedule>-<YYYYMMDDHHMMSS>`
+/// in UTC, as KubeBlocks names them. A prefix too long for the Job's name is cut and ends in a
+/// hash of the whole, so two long prefixes do not meet.
+pub fn scheduled_backup(cluster: &str, schedule: &str, time: jiff::Timestamp) -> String {
+    let stamp = time.strftime("%Y%m%d%H%M%S").to_string();
+    let prefix = format!("{cluster}-{schedule}");
+    let room = BACKUP_NAME_MAX - stamp.len() - 1;
+    let prefix = if prefix.len() <= room {
+        prefix
+    } else {
+        use sha2::Digest;
+        let hash = hex::encode(sha2::Sha256::digest(prefix.as_bytes()));
+        let keep = room - 6;
+        let cut = prefix
+            .get(..keep)
+            .unwrap_or(&prefix)
+            .trim_end_matches(['-', '.']);
+        format!("{cut}-{}", hash.get(..5).unwrap_or("00000"))
+    };
+    format!("{prefix}-{stamp}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduled_backups_are_named_as_kubeblocks_names_them_and_fit_their_job() {
+        let t: jiff::Timestamp = "2026-12-05T18:00:00Z".parse().expect("a timestamp");
+        assert_eq!(
+            scheduled_backup("fdb", "datafile", t),
+            "fdb-datafile-20261205180000"
+        );
+        let long = scheduled_backup(&"c".repeat(40), "datafile", t);
+        assert!(backup_job(&long).len() <= 63, "{long}");
+        assert!(long.ends_with("-20261205180000"), "{long}");
+        let other = scheduled_backup(&"c".repeat(40), "hourly", t);
+        assert_ne!(long, other);
+    }
 }

@@ -93,6 +93,10 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     st.completion_timestamp = Some(now());
     write_status(ctx, b, &st).await?;
     Metrics::outcome(&ctx.metrics.backups, "failed");
+    if let Some(schedule) = b.labels().get(labels::BACKUP_SCHEDULE) {
+        ctx.metrics
+            .schedule_run(&b.namespace().unwrap_or_default(), schedule, "failed");
+    }
     ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason)
         .await;
     Ok(Action::await_change())
@@ -130,7 +134,13 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     }
     let mut st = b.status.clone().unwrap_or_default();
     match st.phase {
-        Some(BackupPhase::Completed) => return super::retention::apply(b, ctx).await,
+        Some(BackupPhase::Completed) => {
+            // A drill in progress holds the Backup from retention until it has ended.
+            if let Some(a) = super::drill::step(b, ctx).await? {
+                return Ok(a);
+            }
+            return super::retention::apply(b, ctx).await;
+        }
         Some(BackupPhase::Failed) | Some(BackupPhase::Deleting) => {
             return Ok(Action::await_change());
         }
@@ -196,20 +206,7 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         .await;
     };
     let selector = target.pod_selector.clone().unwrap_or_default();
-    let cluster_name = selector
-        .label_selector
-        .match_labels
-        .as_ref()
-        .and_then(|l| l.get(labels::INSTANCE))
-        .cloned()
-        .unwrap_or_default();
-    let component = selector
-        .label_selector
-        .match_labels
-        .as_ref()
-        .and_then(|l| l.get(labels::COMPONENT_NAME))
-        .cloned()
-        .unwrap_or_default();
+    let (cluster_name, component) = super::policy::target_of(&policy);
     let cluster = kubeapi::get_opt::<Cluster>(&ctx.client, &ns, &cluster_name).await?;
     let Some(cluster) = cluster else {
         return fail(
@@ -596,6 +593,16 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         });
         write_status(ctx, b, &st).await?;
         Metrics::outcome(&ctx.metrics.backups, "completed");
+        if let Some(start) = &st.start_timestamp {
+            let took = st
+                .completion_timestamp
+                .as_ref()
+                .map(|c| c.0.duration_since(start.0).as_secs_f64())
+                .unwrap_or_default();
+            ctx.metrics.backup_duration.observe(took.max(0.0));
+        }
+        #[allow(clippy::cast_precision_loss)]
+        ctx.metrics.backup_bytes.observe(res.stored_size as f64);
         ctx.event(
             b,
             EventType::Normal,

@@ -1,15 +1,14 @@
 //! Deleting a Backup whose `deletionPolicy` is `Delete` removes its data from the repo first:
 //! a finalizer holds the Backup while a Job runs `lifeboat-mover delete`.
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::BackupDeletionPolicy;
-use lifeboat_api::{Backup, BackupRepo, labels};
+use lifeboat_api::{Backup, BackupRepo};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -177,55 +176,21 @@ fn delete_job(
         value: Some(data.to_owned()),
         ..Default::default()
     });
-    let labels_map: std::collections::BTreeMap<String, String> = [
-        (
-            labels::MANAGED_BY.to_owned(),
-            labels::MANAGED_BY_VALUE.to_owned(),
-        ),
-        ("lifeboat.io/backup".to_owned(), b.name_any()),
-    ]
-    .into();
-    Job {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: b.namespace(),
-            labels: Some(labels_map.clone()),
-            owner_references: b.controller_owner_ref(&()).map(|o| vec![o]),
-            ..Default::default()
+    super::job::build(
+        b,
+        super::job::BackupJob {
+            name: name.to_owned(),
+            subcommand: "delete",
+            env,
+            mounts: access.mounts.clone(),
+            volumes: access.volumes.clone(),
+            resources: cfg.job_resources.clone(),
+            backoff_limit: 2,
+            deadline_seconds: 600,
+            extra_labels: Default::default(),
         },
-        spec: Some(JobSpec {
-            backoff_limit: Some(2),
-            active_deadline_seconds: Some(600),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels_map),
-                    ..Default::default()
-                }),
-                spec: Some(crate::security::restricted(
-                    PodSpec {
-                        restart_policy: Some("Never".into()),
-                        enable_service_links: Some(false),
-                        containers: vec![Container {
-                            name: "delete".into(),
-                            image: Some(cfg.mover_image.clone()),
-                            image_pull_policy: Some("IfNotPresent".into()),
-                            command: Some(vec!["lifeboat-mover".into(), "delete".into()]),
-                            env: Some(env),
-                            volume_mounts: Some(access.mounts.clone()),
-                            termination_message_policy: Some("FallbackToLogsOnError".into()),
-                            resources: Some(cfg.job_resources.clone()),
-                            ..Default::default()
-                        }],
-                        volumes: Some(access.volumes.clone()),
-                        ..Default::default()
-                    },
-                    &cfg.pods,
-                )),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+        cfg,
+    )
 }
 
 #[cfg(test)]

@@ -87,3 +87,16 @@ pub fn default_policy(
     p.metadata.owner_references = cluster.controller_owner_ref(&()).map(|o| vec![o]);
     p
 }
+
+/// The Cluster and component a BackupPolicy's target selects (its pod selector's instance and
+/// component labels); empty where the selector does not say.
+pub fn target_of(policy: &BackupPolicy) -> (String, String) {
+    let selector = policy
+        .spec
+        .target
+        .as_ref()
+        .and_then(|t| t.pod_selector.as_ref())
+        .and_then(|s| s.label_selector.match_labels.as_ref());
+    let get = |k: &str| selector.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    (get(labels::INSTANCE), get(labels::COMPONENT_NAME))
+}

@@ -166,6 +166,20 @@ pub fn reader(b: &Backup, restores: &[Restore]) -> Option<String> {
 /// soon as a newer one completes.
 pub async fn apply(b: &Backup, ctx: &Context) -> Result<Action> {
     let ns = b.namespace().unwrap_or_default();
+    // Every Completed Backup passes here, after a restart too, so the freshness gauge is whole
+    // again as soon as the watch has listed them.
+    if let (Some(cluster), Some(done)) = (
+        ownership::label(b.meta(), labels::INSTANCE),
+        b.status
+            .as_ref()
+            .and_then(|s| s.completion_timestamp.as_ref()),
+    ) {
+        ctx.metrics
+            .backup_succeeded(&ns, cluster, done.0.as_second());
+        if let Some(at) = super::drill::verified_at(b) {
+            ctx.metrics.backup_verified(&ns, cluster, at.as_second());
+        }
+    }
     let expires = expires_at(b);
     let mut st = b.status.clone().unwrap_or_default();
     if st.expiration.as_ref().map(|t| t.0) != expires {

@@ -217,9 +217,14 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
                 cluster,
                 &comp.spec.name,
                 &input.secret_name(),
-                None,
+                crate::schedule::for_cluster::repo(cluster),
             );
             kubeapi::apply(&ctx.client, &policy).await?;
+            if let Some(backup) = &cluster.spec.backup {
+                let schedule =
+                    crate::schedule::for_cluster::schedule(cluster, &comp.spec.name, backup);
+                kubeapi::apply(&ctx.client, &schedule).await?;
+            }
         }
 
         let req = restore_intent

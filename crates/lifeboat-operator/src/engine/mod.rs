@@ -60,6 +60,16 @@ pub trait Engine: Send + Sync {
     /// The sentinel master name for a Cluster.
     fn master_name(&self, cluster: &str) -> String;
 
+    /// The modules the data server loads, by path: what a scratch server loading this
+    /// engine's files (a restore drill) must load too.
+    fn modules(&self) -> Vec<String> {
+        self.server_args()
+            .windows(2)
+            .filter(|w| w[0] == "--loadmodule")
+            .map(|w| w[1].clone())
+            .collect()
+    }
+
     /// Looks up a topology by name, or the default.
     fn topology(&self, name: Option<&str>) -> Option<Topology> {
         let name = name.unwrap_or(self.default_topology());

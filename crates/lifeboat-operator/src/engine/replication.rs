@@ -149,6 +149,11 @@ mod tests {
         assert_eq!(names, ["redis-sentinel", "redis"]);
         assert!(!e.has_graphs());
         assert!(e.server_args().is_empty());
+        assert!(e.modules().is_empty());
+        assert_eq!(
+            lookup("falkordb").expect("served").modules(),
+            ["/usr/local/lib/falkordb.so"]
+        );
         assert!(lookup("postgresql").is_none());
     }
 }

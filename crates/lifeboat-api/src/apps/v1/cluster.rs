@@ -85,11 +85,75 @@ pub struct ClusterSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.restore is immutable"))]
     pub restore: Option<ClusterRestore>,
 
+    /// Scheduled backups of the Cluster. Lifeboat keeps a BackupSchedule
+    /// `<cluster>-<component>-backup-schedule` for each data component from it, as KubeBlocks
+    /// does; `enabled: false` suspends that schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<ClusterBackup>,
+
     /// Where the Cluster's pods are scheduled, for every component that sets no policy of its
     /// own. Without an affinity, the pods of each component prefer different nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling_policy: Option<SchedulingPolicy>,
 }
+
+/// A Cluster's scheduled backups (KubeBlocks' `ClusterBackup`).
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.pitrEnabled) || !self.pitrEnabled")
+        .message("spec.backup.pitrEnabled: Lifeboat takes full backups only; point-in-time recovery is not served")
+        .field_path(".pitrEnabled"),
+    validation = Rule::new("!has(self.incrementalBackupEnabled) || !self.incrementalBackupEnabled")
+        .message("spec.backup.incrementalBackupEnabled: Lifeboat takes full backups only")
+        .field_path(".incrementalBackupEnabled")
+)]
+pub struct ClusterBackup {
+    /// Whether scheduled backups run. `false` keeps the BackupSchedule, disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How long each scheduled Backup is kept after it completes (`7d`, `12h`, `1d12h30m`).
+    /// Defaults to `7d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(\d+[dhm])+$"))]
+    pub retention_period: Option<String>,
+    /// The backup method, for example `datafile`.
+    #[schemars(length(min = 1, max = 63))]
+    pub method: String,
+    /// When to back up, as five cron fields in UTC (or with a `CRON_TZ=<zone> ` prefix, a
+    /// Lifeboat extension). Defaults to `0 18 * * *`, as KubeBlocks does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub cron_expression: Option<String>,
+    /// How late, in minutes, a scheduled backup may still start; later it is recorded as
+    /// missed. Set on the BackupSchedule when Lifeboat creates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1440))]
+    pub starting_deadline_minutes: Option<i64>,
+    /// The BackupRepo to back up into; the default repo when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub repo_name: Option<String>,
+    /// Point-in-time recovery. Lifeboat takes full backups only: `true` is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pitr_enabled: Option<bool>,
+    /// The continuous method for point-in-time recovery. Recorded, not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuous_method: Option<String>,
+    /// Incremental backups. Lifeboat takes full backups only: `true` is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental_backup_enabled: Option<bool>,
+    /// The cron expression of incremental backups. Recorded, not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental_cron_expression: Option<String>,
+    /// Lifeboat extension: prove the scheduled Backups restorable by restore drills; carried to
+    /// the schedule's `drill`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<crate::dataprotection::v1alpha1::DrillPolicy>,
+}
+
+/// KubeBlocks' cron expression of a Cluster's backups when `spec.backup` gives none.
+pub const DEFAULT_BACKUP_CRON: &str = "0 18 * * *";
 
 /// Where pods are scheduled (KubeBlocks' `SchedulingPolicy`). Each field, when set, is copied to
 /// the pods as it is.
