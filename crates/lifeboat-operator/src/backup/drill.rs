@@ -192,9 +192,10 @@ fn now() -> Time {
     Time(Timestamp::now())
 }
 
-/// One step of a Backup's drill. `None` when there is nothing to do (none asked, or it ended),
-/// so the caller goes on with retention; `Some` while the drill runs, which also keeps the
-/// Backup from retention until it has ended.
+/// One step of a Backup's drill. `None` when there is nothing to do (none asked, or it ended
+/// before this reconcile), so the caller goes on with retention; `Some` while the drill runs,
+/// which also keeps the Backup from retention until it has ended, and once when it has just
+/// ended.
 pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
     if !asked(b) || verified(b).is_some() {
         return Ok(None);
@@ -333,6 +334,19 @@ async fn kubeapi_get_repo(ctx: &Context, name: &str) -> Result<Option<BackupRepo
 /// Writes the drill's outcome as the `Verified` condition, with an event and the metrics.
 async fn record(ctx: &Context, b: &Backup, j: Judgement) -> Result<Option<Action>> {
     let ns = b.namespace().unwrap_or_default();
+    // The watch may hand the same Backup again before it shows the condition just written: read
+    // it afresh, so one drill is one condition, one event and one count.
+    // Either way the caller stops here: its copy of the Backup is older than this status, and a
+    // retention pass writing from it would drop the condition again. The next reconcile reads
+    // the Backup as it now is.
+    let again = Ok(Some(Action::requeue(Duration::from_secs(1))));
+    let Some(fresh) = kubeapi::get_opt::<Backup>(&ctx.client, &ns, &b.name_any()).await? else {
+        return Ok(None);
+    };
+    if verified(&fresh).is_some() || fresh.uid() != b.uid() {
+        return again;
+    }
+    let b = &fresh;
     let mut st = b.status.clone().unwrap_or_default();
     let cluster = b
         .labels()
@@ -367,7 +381,7 @@ async fn record(ctx: &Context, b: &Backup, j: Judgement) -> Result<Option<Action
         ctx.event(b, EventType::Warning, "DrillFailed", "Drill", message)
             .await;
     }
-    Ok(None)
+    again
 }
 
 #[cfg(test)]
