@@ -167,7 +167,7 @@ fn crds_prints_every_crd_as_in_deploy_crds() {
         );
         count += 1;
     }
-    assert_eq!(count, 5);
+    assert_eq!(count, 6);
     let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&stdout)
         .map(|d| serde::Deserialize::deserialize(d).expect("each document is YAML"))
         .collect();
@@ -175,5 +175,5 @@ fn crds_prints_every_crd_as_in_deploy_crds() {
         .iter()
         .map(|d| d["kind"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(kinds, vec!["CustomResourceDefinition"; 5], "{stdout}");
+    assert_eq!(kinds, vec!["CustomResourceDefinition"; 6], "{stdout}");
 }

@@ -71,6 +71,8 @@ pub struct Metrics {
     pub drills: Family<NamespaceOutcomeLabels, Counter>,
     /// How long drills took.
     pub drill_duration: Histogram,
+    /// How many bytes drills restored (the backups' uncompressed data).
+    pub drill_bytes: Histogram,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -98,6 +100,7 @@ impl Default for Metrics {
         let backup_last_verified = Family::<ClusterLabels, Gauge>::default();
         let drills = Family::<NamespaceOutcomeLabels, Counter>::default();
         let drill_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
+        let drill_bytes = Histogram::new(exponential_buckets(1024.0 * 1024.0, 4.0, 12));
         registry.register("reconciles", "Reconciles run", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -156,6 +159,11 @@ impl Default for Metrics {
             "How long restore drills took, from the Job's start to its result",
             drill_duration.clone(),
         );
+        registry.register(
+            "backup_drill_size_bytes",
+            "How many bytes restore drills restored (the backups' uncompressed data)",
+            drill_bytes.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -172,6 +180,7 @@ impl Default for Metrics {
             backup_last_verified,
             drills,
             drill_duration,
+            drill_bytes,
         }
     }
 }

@@ -187,6 +187,7 @@ fn delete_job(
             resources: cfg.job_resources.clone(),
             backoff_limit: 2,
             deadline_seconds: 600,
+            ttl_after_finished: None,
             extra_labels: Default::default(),
         },
         cfg,

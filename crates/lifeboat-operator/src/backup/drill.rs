@@ -34,6 +34,8 @@ use crate::{kubeapi, naming};
 pub const VERIFIED: &str = "Verified";
 const MIB: i64 = 1024 * 1024;
 const SCRATCH_DIR: &str = "/scratch";
+/// Seconds a finished drill Job is kept, for its logs.
+const DRILL_JOB_TTL: i32 = 3600;
 
 /// Whether the Backup asks for a drill.
 pub fn asked(b: &Backup) -> bool {
@@ -164,6 +166,9 @@ pub fn drill_job(
             resources: resources(&cfg.job_resources, bytes),
             backoff_limit: 1,
             deadline_seconds: i64::try_from(deadline.as_secs()).unwrap_or(i64::MAX),
+            // The outcome lives on in the Backup's condition; the Job, its logs and its scratch
+            // volume go an hour after it ended.
+            ttl_after_finished: Some(DRILL_JOB_TTL),
             extra_labels: BTreeMap::from([("lifeboat.io/drill".to_owned(), b.name_any())]),
         },
         cfg,
@@ -211,12 +216,12 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
             let msg = format!(
                 "Job {ns}/{job_name}, the drill's name, belongs to another object; the drill cannot run"
             );
-            return record(ctx, b, Judgement::Failed("DrillFailed", msg)).await;
+            return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
         }
         None => {
             let Some(repo_name) = b.status.as_ref().and_then(|s| s.backup_repo_name.clone()) else {
                 let msg = format!("Backup {ns}/{name} records no BackupRepo to drill from");
-                return record(ctx, b, Judgement::Failed("DrillFailed", msg)).await;
+                return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
             };
             let repo = kubeapi_get_repo(ctx, &repo_name).await?;
             let repo = match repo {
@@ -230,12 +235,12 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
                         "BackupRepo {repo_name} is not Ready: {}",
                         r.status.and_then(|s| s.message).unwrap_or_default()
                     );
-                    return record(ctx, b, Judgement::Failed("DrillFailed", msg)).await;
+                    return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
                 }
                 None => {
                     let msg =
                         format!("BackupRepo {repo_name} of Backup {ns}/{name} does not exist");
-                    return record(ctx, b, Judgement::Failed("DrillFailed", msg)).await;
+                    return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
                 }
             };
             let access =
@@ -244,7 +249,7 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
                     message: e.to_string(),
                 })?;
             if let Err(msg) = crate::repo::namespaces::allows(&repo, &ns) {
-                return record(ctx, b, Judgement::Failed("DrillFailed", msg)).await;
+                return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
             }
             crate::repo::controller::ensure_namespace_access(ctx, &repo, &ns).await?;
             let engine = b
@@ -311,15 +316,8 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
     match judge(&job_name, succeeded, failed, stuck, line.as_ref()) {
         Judgement::Running => Ok(Some(Action::requeue(Duration::from_secs(5)))),
         done => {
-            if let Some(start) = job.status.as_ref().and_then(|s| s.start_time.as_ref()) {
-                ctx.metrics.drill_duration.observe(
-                    Timestamp::now()
-                        .duration_since(start.0)
-                        .as_secs_f64()
-                        .max(0.0),
-                );
-            }
-            record(ctx, b, done).await
+            let started = job.status.as_ref().and_then(|s| s.start_time.as_ref());
+            record(ctx, b, done, started).await
         }
     }
 }
@@ -332,7 +330,12 @@ async fn kubeapi_get_repo(ctx: &Context, name: &str) -> Result<Option<BackupRepo
 }
 
 /// Writes the drill's outcome as the `Verified` condition, with an event and the metrics.
-async fn record(ctx: &Context, b: &Backup, j: Judgement) -> Result<Option<Action>> {
+async fn record(
+    ctx: &Context,
+    b: &Backup,
+    j: Judgement,
+    started: Option<&Time>,
+) -> Result<Option<Action>> {
     let ns = b.namespace().unwrap_or_default();
     // The watch may hand the same Backup again before it shows the condition just written: read
     // it afresh, so one drill is one condition, one event and one count.
@@ -369,6 +372,14 @@ async fn record(ctx: &Context, b: &Backup, j: Judgement) -> Result<Option<Action
         &at,
     );
     super::controller::write_status(ctx, b, &st).await?;
+    if let Some(start) = started {
+        ctx.metrics
+            .drill_duration
+            .observe(at.0.duration_since(start.0).as_secs_f64().max(0.0));
+        let bytes = st.dataset.as_ref().map_or(0, |d| d.data_bytes.max(0));
+        #[allow(clippy::cast_precision_loss)]
+        ctx.metrics.drill_bytes.observe(bytes as f64);
+    }
     if status == "True" {
         ctx.metrics.drill(&ns, "passed");
         if !cluster.is_empty() {
@@ -460,6 +471,7 @@ mod tests {
         assert!(crate::ownership::controlled_by(&job.metadata, "uid-1"));
         let spec = job.spec.as_ref().expect("spec");
         assert_eq!(spec.active_deadline_seconds, Some(600));
+        assert_eq!(spec.ttl_seconds_after_finished, Some(DRILL_JOB_TTL));
         let pod = spec.template.spec.as_ref().expect("pod");
         assert!(crate::security::restricted_violations(pod).is_empty());
         let c = &pod.containers[0];

@@ -22,6 +22,9 @@ pub struct BackupJob {
     pub resources: ResourceRequirements,
     pub backoff_limit: i32,
     pub deadline_seconds: i64,
+    /// How long Kubernetes keeps the finished Job (and its pod's volumes) before removing it;
+    /// kept until the Backup goes when `None`.
+    pub ttl_after_finished: Option<i32>,
     /// Labels besides the two every such Job carries.
     pub extra_labels: BTreeMap<String, String>,
 }
@@ -47,6 +50,7 @@ pub fn build(b: &Backup, j: BackupJob, cfg: &crate::context::Config) -> Job {
         spec: Some(JobSpec {
             backoff_limit: Some(j.backoff_limit),
             active_deadline_seconds: Some(j.deadline_seconds),
+            ttl_seconds_after_finished: j.ttl_after_finished,
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels_map),
