@@ -55,16 +55,7 @@ pub fn for_backup(
         .and_then(quantity_bytes);
     let limits = out.limits.get_or_insert_with(BTreeMap::new);
     match server_limit {
-        Some(server) => {
-            let own = limits
-                .get("memory")
-                .and_then(quantity_bytes)
-                .unwrap_or_default();
-            limits.insert(
-                "memory".into(),
-                Quantity(format!("{}Mi", (own + server + MIB - 1) / MIB)),
-            );
-        }
+        Some(server) => add_memory(limits, server),
         None => {
             limits.remove("memory");
         }
@@ -73,6 +64,34 @@ pub fn for_backup(
         out.limits = None;
     }
     out
+}
+
+/// The resources of a restore drill of a backup of `data_bytes`: the operator's default, with a
+/// memory limit raised by twice the data (the scratch server holds the loaded dataset and its
+/// own overhead). A default without a memory limit stays without one.
+pub fn for_drill(default: &ResourceRequirements, data_bytes: i64) -> ResourceRequirements {
+    let mut out = default.clone();
+    if let Some(limits) = out.limits.as_mut()
+        && limits.contains_key("memory")
+    {
+        add_memory(limits, data_bytes.max(0).saturating_mul(2));
+    }
+    out
+}
+
+/// Raises the memory limit in `limits` (none counts as 0) by `extra` bytes, rounded up to MiB.
+fn add_memory(limits: &mut BTreeMap<String, Quantity>, extra: i64) {
+    let own = limits
+        .get("memory")
+        .and_then(quantity_bytes)
+        .unwrap_or_default();
+    limits.insert(
+        "memory".into(),
+        Quantity(format!(
+            "{}Mi",
+            own.saturating_add(extra).saturating_add(MIB - 1) / MIB
+        )),
+    );
 }
 
 #[cfg(test)]
@@ -129,5 +148,18 @@ mod tests {
             for_backup(&default_resources(), Some(&mine), Some(&server)),
             mine
         );
+    }
+
+    #[test]
+    fn a_drill_job_gets_twice_the_data_on_top_of_the_default_limit() {
+        let d = default_resources();
+        let r = for_drill(&d, 100 * MIB);
+        assert_eq!(
+            r.limits.as_ref().and_then(|l| l.get("memory")),
+            Some(&Quantity("712Mi".into()))
+        );
+        assert_eq!(r.requests, d.requests);
+        let unbounded = ResourceRequirements::default();
+        assert_eq!(for_drill(&unbounded, 100 * MIB), unbounded);
     }
 }

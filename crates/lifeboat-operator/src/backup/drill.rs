@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, EnvVar, Pod, ResourceRequirements, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, EnvVar, Pod, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -32,7 +30,6 @@ use crate::{kubeapi, naming};
 
 /// The Backup condition a drill sets.
 pub const VERIFIED: &str = "Verified";
-const MIB: i64 = 1024 * 1024;
 const SCRATCH_DIR: &str = "/scratch";
 /// Seconds a finished drill Job is kept, for its logs.
 const DRILL_JOB_TTL: i32 = 3600;
@@ -145,7 +142,7 @@ pub fn drill_job(
     mounts.extend(access.mounts.iter().cloned());
     // The restored files, and room for the server's own: twice the data, and never less than
     // 256 MiB.
-    let room = (bytes.saturating_mul(2) / MIB + 1).max(256);
+    let room = (bytes.saturating_mul(2) / (1024 * 1024) + 1).max(256);
     let mut volumes = vec![Volume {
         name: "scratch".into(),
         empty_dir: Some(EmptyDirVolumeSource {
@@ -163,7 +160,7 @@ pub fn drill_job(
             env: envs,
             mounts,
             volumes,
-            resources: resources(&cfg.job_resources, bytes),
+            resources: crate::job_resources::for_drill(&cfg.job_resources, bytes),
             backoff_limit: 1,
             deadline_seconds: i64::try_from(deadline.as_secs()).unwrap_or(i64::MAX),
             // The outcome lives on in the Backup's condition; the Job, its logs and its scratch
@@ -173,24 +170,6 @@ pub fn drill_job(
         },
         cfg,
     )
-}
-
-/// The operator's Job bounds, with the memory limit raised by the data the scratch server
-/// holds (twice the data: the loaded dataset and the server's own overhead).
-fn resources(default: &ResourceRequirements, data_bytes: i64) -> ResourceRequirements {
-    let mut out = default.clone();
-    if let Some(limits) = out.limits.as_mut()
-        && let Some(own) = limits
-            .get("memory")
-            .and_then(crate::restore::preconditions::quantity_bytes)
-    {
-        let total = own.saturating_add(data_bytes.saturating_mul(2));
-        limits.insert(
-            "memory".into(),
-            Quantity(format!("{}Mi", (total + MIB - 1) / MIB)),
-        );
-    }
-    out
 }
 
 fn now() -> Time {
