@@ -202,7 +202,7 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
                 let msg = format!("Backup {ns}/{name} records no BackupRepo to drill from");
                 return record(ctx, b, Judgement::Failed("DrillFailed", msg), None).await;
             };
-            let repo = kubeapi_get_repo(ctx, &repo_name).await?;
+            let repo = get_repo(ctx, &repo_name).await?;
             let repo = match repo {
                 Some(r)
                     if r.status.as_ref().and_then(|s| s.phase) == Some(BackupRepoPhase::Ready) =>
@@ -301,7 +301,7 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
     }
 }
 
-async fn kubeapi_get_repo(ctx: &Context, name: &str) -> Result<Option<BackupRepo>> {
+async fn get_repo(ctx: &Context, name: &str) -> Result<Option<BackupRepo>> {
     Api::<BackupRepo>::all(ctx.client.clone())
         .get_opt(name)
         .await

@@ -325,13 +325,6 @@ async fn reconcile(bs: &BackupSchedule, ctx: &Context) -> Result<Action> {
                 }
             }
             let mut sst = plan::status_after(&run, &previous, created.as_deref());
-            if let Run::Start { missed, .. } = &run
-                && let Some(last) = missed.last()
-            {
-                sst.failure_reason = Some(format!(
-                    "the run due at {last} was missed: a later scheduled time came before it could start"
-                ));
-            }
             let taken = taken_by(&all, &uid, &entry.name);
             plan::outcome(&mut sst, &taken);
             sleep = sleep.min(match &run {
