@@ -307,9 +307,11 @@ fn verify_restored(
     )
 }
 
-fn json_f64(line: &str, key: &str) -> Result<f64> {
+fn json_f64(out: &str, key: &str) -> Result<f64> {
+    // The result is the last line; progress lines come before it.
+    let line = out.trim().lines().last().unwrap_or_default();
     let v: serde_json::Value =
-        serde_json::from_str(line.trim()).with_context(|| format!("mover output: {line}"))?;
+        serde_json::from_str(line).with_context(|| format!("mover output: {out}"))?;
     v[key]
         .as_f64()
         .with_context(|| format!("no {key} in {line}"))

@@ -75,6 +75,8 @@ pub fn run(args: CiArgs) -> Result<()> {
             [
                 ("smoke", 2),
                 ("crds", 2),
+                ("examples", 2),
+                ("plugin", 2),
                 ("cluster", 1),
                 ("durability", 2),
                 ("restore", 1),

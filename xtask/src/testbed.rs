@@ -347,6 +347,8 @@ pub fn run_e2e(target: &str, threads: u32) -> Result<()> {
         c.args(["test", "-p", "lifeboat-e2e", "--test", target])
             .args(["--", "--test-threads", &threads.to_string()])
             .env("KUBECONFIG", kubeconfig_path())
+            // The examples tier applies the manifests with kubectl, as a reader of the guide does.
+            .env("KUBECTL", kubectl_bin())
             .current_dir(workspace_root());
         status(&mut c)
     })

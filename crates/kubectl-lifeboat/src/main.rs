@@ -1,26 +1,59 @@
-//! `kubectl lifeboat`: validate Lifeboat manifests offline, follow a Cluster's restore, and print
-//! the CRDs.
+//! `kubectl lifeboat`: day-2 work on Lifeboat Clusters (status, backups, restores with live
+//! progress), offline validation of manifests, and the CRDs.
+//!
+//! Exit codes: 0 done; 1 the operation failed (a Backup or restore failed, validation found
+//! problems, a wait ran out of time); 2 bad usage; 3 an object was not found; 4 the Kubernetes API
+//! could not be reached or refused a request.
 
 mod annotation;
+mod backups;
+mod connect;
+mod output;
 mod restore_status;
+mod restore_to;
+mod status;
 mod validate;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use connect::KubeArgs;
+use output::Format;
 
 #[derive(Parser)]
 #[command(
     name = "kubectl-lifeboat",
     bin_name = "kubectl lifeboat",
     version,
-    about = "Validate Lifeboat manifests, follow restores, print the CRDs"
+    about = "Day-2 work on Lifeboat Clusters: status, backups, restores with live progress"
 )]
 struct Cli {
+    #[command(flatten)]
+    kube: KubeArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How long `--wait` follows an operation by default.
+const DEFAULT_WAIT: &str = "1h";
+
+/// `90s`, `30m`, `2h`.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let bad = || format!("not a duration: {s:?} (for example 90s, 30m, 2h)");
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let n: u64 = s[..split].parse().map_err(|_| bad())?;
+    let unit = match &s[split..] {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(n * unit))
 }
 
 #[derive(Subcommand)]
@@ -43,10 +76,90 @@ enum Command {
     },
     /// Print the CRDs, for `kubectl lifeboat crds | kubectl apply --server-side -f -`.
     Crds,
+    /// A Cluster at a glance: phase, conditions, pods with their roles, the newest backup and
+    /// the newest verified one, and a restore in progress.
+    Status {
+        cluster: String,
+        #[arg(short, long, value_enum, default_value_t)]
+        output: Format,
+    },
+    /// Take a Backup of a Cluster now, under its BackupPolicy.
+    Backup {
+        cluster: String,
+        /// The backup method.
+        #[arg(long, default_value = "datafile")]
+        method: String,
+        /// The BackupPolicy; needed only when the Cluster has several.
+        #[arg(long)]
+        policy: Option<String>,
+        /// Follow the Backup until it ends; exit 1 if it fails.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait follows it.
+        #[arg(long, default_value = DEFAULT_WAIT, value_parser = parse_timeout)]
+        timeout: Duration,
+    },
+    /// List Backups (of one Cluster, or of the namespace): phase, size, duration, age, whether
+    /// a restore drill verified them, repo.
+    Backups {
+        cluster: Option<String>,
+        #[arg(short, long, value_enum, default_value_t)]
+        output: Format,
+    },
+    /// Describe an object; today `backup NAME`: where its data is and its fingerprint.
+    Describe {
+        #[command(subcommand)]
+        what: Describe,
+    },
+    /// Restore a Backup into a new Cluster shaped like the one it was taken from.
+    Restore {
+        backup: String,
+        /// The new Cluster's name.
+        #[arg(long = "to", value_name = "NEW_CLUSTER")]
+        to: String,
+        /// Follow the restore (stage, bytes, rate, ETA) until the Cluster runs verified; exit 1
+        /// with the reason if it fails.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait follows it.
+        #[arg(long, default_value = DEFAULT_WAIT, value_parser = parse_timeout)]
+        timeout: Duration,
+    },
+    /// Print shell completions.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Subcommand)]
+enum Describe {
+    /// A Backup: repo, path, size, times, the drill's verdict and the dataset's fingerprint.
+    Backup {
+        name: String,
+        #[arg(short, long, value_enum, default_value_t)]
+        output: Format,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub enum Error {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("cannot render: {0}")]
+    Render(String),
     #[error(transparent)]
     Status(#[from] restore_status::StatusError),
     #[error("cannot render the CRDs: {0}")]
@@ -57,23 +170,130 @@ enum Error {
     Stdout(#[source] std::io::Error),
 }
 
+impl Error {
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
+        Error::Api {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The documented exit code (see the crate documentation).
+    fn code(&self) -> u8 {
+        match self {
+            Error::Failed(_) => 1,
+            Error::Usage(_) => 2,
+            Error::NotFound(_) => 3,
+            Error::Api {
+                source: kube::Error::Api(s),
+                ..
+            } if s.code == 404 => 3,
+            Error::Connect(_) | Error::Api { .. } => 4,
+            _ => 1,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Feature unification can give rustls two crypto providers; pick one before any client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let result = match cli.command {
         Command::Validate { files } => return run_validate(&files),
-        Command::RestoreStatus { cluster, namespace } => {
-            run_restore_status(&cluster, namespace.as_deref())
-        }
+        Command::RestoreStatus { cluster, namespace } => run_restore_status(
+            &cluster,
+            namespace.as_deref().or(cli.kube.namespace.as_deref()),
+        ),
         Command::Crds => run_crds(),
+        Command::Completion { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "kubectl-lifeboat",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+        other => block_on(run_cluster_command(&cli.kube, other)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.code())
         }
+    }
+}
+
+fn block_on<F: std::future::Future<Output = Result<(), Error>>>(f: F) -> Result<(), Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?
+        .block_on(f)
+}
+
+fn print(s: &str) -> Result<(), Error> {
+    std::io::stdout()
+        .write_all(s.as_bytes())
+        .map_err(Error::Stdout)
+}
+
+async fn run_cluster_command(kube: &KubeArgs, cmd: Command) -> Result<(), Error> {
+    let (client, ns) = kube.connect().await?;
+    match cmd {
+        Command::Status { cluster, output } => {
+            let v = status::fetch(&client, &ns, &cluster).await?;
+            print(&output::render(output, &v, || status::human(&v))?)
+        }
+        Command::Backups { cluster, output } => {
+            let list = backups::list(&client, &ns, cluster.as_deref()).await?;
+            let now = k8s_openapi::jiff::Timestamp::now();
+            print(&output::render(output, &list, || {
+                backups::backups_table(&list, now)
+            })?)
+        }
+        Command::Describe {
+            what: Describe::Backup { name, output },
+        } => {
+            let b = kube::Api::<lifeboat_api::Backup>::namespaced(client.clone(), &ns)
+                .get_opt(&name)
+                .await
+                .map_err(|e| Error::api(format!("reading Backup {ns}/{name}"), e))?
+                .ok_or_else(|| Error::NotFound(format!("Backup {ns}/{name}")))?;
+            print(&output::render(output, &b, || backups::describe(&b))?)
+        }
+        Command::Backup {
+            cluster,
+            method,
+            policy,
+            wait,
+            timeout,
+        } => {
+            let name = backups::create(&client, &ns, &cluster, &method, policy.as_deref()).await?;
+            println!("backup.dataprotection.kubeblocks.io/{name} created");
+            if wait {
+                backups::wait(&client, &ns, &name, timeout).await?;
+            }
+            Ok(())
+        }
+        Command::Restore {
+            backup,
+            to,
+            wait,
+            timeout,
+        } => {
+            restore_to::create(&client, &ns, &backup, &to).await?;
+            println!("cluster.apps.kubeblocks.io/{to} created, restoring from Backup {backup}");
+            if wait {
+                restore_to::wait(&client, &ns, &to, timeout).await?;
+            }
+            Ok(())
+        }
+        Command::Validate { .. }
+        | Command::RestoreStatus { .. }
+        | Command::Crds
+        | Command::Completion { .. } => Err(Error::Usage("internal: not a cluster command".into())),
     }
 }
 

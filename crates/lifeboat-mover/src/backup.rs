@@ -114,11 +114,20 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
     }
     let opts = args.server.opts()?;
     let a = args.clone();
+    crate::progress::stage("snapshot", 0);
     let snap = tokio::task::spawn_blocking(move || snapshot(&a, &opts))
         .await
         .map_err(|e| Error::Internal(format!("snapshot task failed: {e}")))??;
     let snapshot_seconds = t0.elapsed().as_secs_f64();
     let t_transfer = Instant::now();
+    crate::progress::stage(
+        "upload",
+        snap.files
+            .iter()
+            .filter_map(|(_, _, _, f)| f.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+    );
     info!(attempts = snap.attempts, "consistent point taken");
 
     // The scratch server reads the RDB through this process's descriptor, so the fingerprint

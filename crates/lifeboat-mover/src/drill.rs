@@ -56,6 +56,7 @@ pub async fn run(args: DrillArgs) -> Result<VerifyReport> {
         content_check: ContentCheck::Sha256,
     })
     .await?;
+    crate::progress::stage("verify", 0);
     let (manifest, _) = Repo::open(&args.repo)?.read_manifest(&args.backup).await?;
     let rdb_path = target.join(&manifest.source.dbfilename);
     let rdb = std::fs::File::open(&rdb_path)

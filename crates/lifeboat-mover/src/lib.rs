@@ -13,6 +13,7 @@ pub mod fingerprint;
 pub mod inspect;
 pub mod manifest;
 pub mod marker;
+pub mod progress;
 pub mod replica;
 pub mod repo;
 pub mod restore;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use clap::{Parser, Subcommand};
 use lifeboat_mover::error::{Error, exit, one_line};
 use lifeboat_mover::verify::VerifyReport;
-use lifeboat_mover::{backup, delete, drill, inspect, restore, verify};
+use lifeboat_mover::{backup, delete, drill, inspect, progress, restore, verify};
 
 #[derive(Parser)]
 #[command(
@@ -66,28 +66,49 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
 }
 
 async fn run(cmd: Command) -> Result<(), Error> {
-    match cmd {
+    // Commands that can run for minutes report progress; the short ones do not.
+    let progress = matches!(
+        cmd,
+        Command::Backup(_) | Command::Restore(_) | Command::Verify(_) | Command::Drill(_)
+    )
+    .then(progress::Reporter::start);
+    let result = outcome(cmd).await;
+    // Stopped before the result is printed: the result line is always the last line.
+    drop(progress);
+    match result? {
+        Outcome::Line(line) => emit(&line),
+        Outcome::Report(r) => report(r),
+    }
+}
+
+enum Outcome {
+    Line(String),
+    Report(VerifyReport),
+}
+
+async fn outcome(cmd: Command) -> Result<Outcome, Error> {
+    Ok(match cmd {
         Command::Backup(a) => {
             let s = backup::run(a).await?;
             tracing::info!(backup = %s.backup_name, total_size = s.total_size, stored_size = s.stored_size,
                 seconds = s.duration_seconds, "backup complete");
-            emit(&to_json(&s)?)
+            Outcome::Line(to_json(&s)?)
         }
         Command::Restore(a) => {
             let s = restore::run(a).await?;
             tracing::info!(backup = %s.backup_name, target = %s.target.display(), already = s.already_restored,
                 "restore complete");
-            emit(&to_json(&s)?)
+            Outcome::Line(to_json(&s)?)
         }
-        Command::Verify(a) => report(verify::run(a).await?),
-        Command::Drill(a) => report(drill::run(a).await?),
-        Command::Inspect(a) => emit(&inspect::run(a).await?),
+        Command::Verify(a) => Outcome::Report(verify::run(a).await?),
+        Command::Drill(a) => Outcome::Report(drill::run(a).await?),
+        Command::Inspect(a) => Outcome::Line(inspect::run(a).await?),
         Command::Delete(a) => {
             let s = delete::run(a).await?;
             tracing::info!(backup = %s.backup_name, objects = s.objects_deleted, "backup deleted");
-            emit(&to_json(&s)?)
+            Outcome::Line(to_json(&s)?)
         }
-    }
+    })
 }
 
 /// Prints a verify or drill report; a mismatch is the command's failure.

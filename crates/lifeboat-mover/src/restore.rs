@@ -13,6 +13,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tracing::info;
 
+use crate::progress;
+
 use crate::error::{Error, Result};
 use crate::manifest::{self, Role};
 use crate::marker::{self, Marker, PARTIAL_SUFFIX, State, TargetState};
@@ -130,6 +132,14 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
     let mut files = Vec::new();
     let mut total = 0u64;
     let mut staged = Vec::new();
+    progress::stage(
+        "download",
+        m.objects
+            .iter()
+            .filter(|o| o.role != Role::Aof)
+            .map(|o| o.size)
+            .sum(),
+    );
     for o in m.objects.iter().filter(|o| o.role != Role::Aof) {
         let rel = if o.role == Role::Rdb {
             dbfilename.clone()

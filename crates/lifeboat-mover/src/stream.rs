@@ -168,6 +168,7 @@ fn read_segments(
         seg.truncate(filled);
         sha.update(&seg);
         n += filled as u64;
+        crate::progress::add(filled as u64);
         tx.send((seq, seg)).map_err(|_| ProduceError::Stopped)?;
         seq += 1;
         if filled < FRAME_SIZE {
@@ -403,6 +404,7 @@ fn write_in_order(
                 break;
             }
             n += frame.len() as u64;
+            crate::progress::add(frame.len() as u64);
             since_flush += frame.len() as u64;
             pool.give(frame);
             if since_flush >= FLUSH_EVERY {

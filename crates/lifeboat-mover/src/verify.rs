@@ -51,6 +51,7 @@ pub struct VerifyReport {
 pub const EMPTY_MESSAGE: &str = "dataset is empty, as the backup recorded";
 
 pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
+    crate::progress::stage("verify", 0);
     let (backup, expected) = match &args.restored_dir {
         Some(dir) => {
             let m = marker::read(dir)?.ok_or_else(|| {

@@ -101,6 +101,23 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
         dst.join("appendonlydir/appendonly.aof.manifest").exists(),
         "{r}"
     );
+    // Progress lines come first, the result line last: the download's start names its bytes.
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (result, progress) = lines.split_last().expect("output");
+    assert_eq!(result["backupName"], "nightly-1", "{r}");
+    let download = progress
+        .iter()
+        .find(|p| p["progress"]["stage"] == "download")
+        .unwrap_or_else(|| panic!("no download progress: {r}"));
+    assert_eq!(
+        download["progress"]["bytesTotal"], result["totalSize"],
+        "the download moves the restored files' bytes: {r}"
+    );
+    assert!(progress.iter().all(|p| p.get("progress").is_some()), "{r}");
     let marker: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dst.join(".lifeboat-restore.json")).unwrap())
             .unwrap();

@@ -17,6 +17,7 @@ pub mod mover_env;
 pub mod mover_output;
 pub mod naming;
 pub mod ownership;
+pub mod progress;
 pub mod repo;
 pub mod restore;
 pub mod schedule;

@@ -125,6 +125,28 @@ impl VerifyLine {
     }
 }
 
+/// One of the progress lines the mover prints every two seconds (docs/mover.md).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub stage: String,
+    pub bytes_done: u64,
+    #[serde(default)]
+    pub bytes_total: u64,
+    #[serde(default)]
+    pub bytes_per_second: u64,
+}
+
+#[derive(Deserialize)]
+struct ProgressLine {
+    progress: Progress,
+}
+
+/// The newest progress line in `logs`.
+pub fn last_progress(logs: &str) -> Option<Progress> {
+    last::<ProgressLine>(logs).map(|l| l.progress)
+}
+
 /// The last line of `logs` that parses as `T`.
 pub fn last<T: serde::de::DeserializeOwned>(logs: &str) -> Option<T> {
     logs.lines()
@@ -135,6 +157,22 @@ pub fn last<T: serde::de::DeserializeOwned>(logs: &str) -> Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_newest_progress_line_and_no_result_line_as_progress() {
+        let logs = "{\"progress\":{\"stage\":\"download\",\"bytesDone\":1,\"bytesTotal\":10,\"elapsedSeconds\":2.0,\"bytesPerSecond\":1}}\n\
+            2026-12-05T05:00:00Z  INFO downloaded and checked\n\
+            {\"progress\":{\"stage\":\"download\",\"bytesDone\":6,\"bytesTotal\":10,\"elapsedSeconds\":4.0,\"bytesPerSecond\":2}}\n";
+        let p = last_progress(logs).expect("a progress line");
+        assert_eq!(
+            (p.bytes_done, p.bytes_total, p.bytes_per_second),
+            (6, 10, 2)
+        );
+        assert_eq!(
+            last_progress("{\"backupName\":\"b\",\"matches\":true}\n"),
+            None
+        );
+    }
 
     #[test]
     fn reads_the_documented_backup_line() {

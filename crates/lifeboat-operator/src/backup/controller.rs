@@ -89,6 +89,7 @@ pub(super) async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -
 
 async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -> Result<Action> {
     st.phase = Some(BackupPhase::Failed);
+    st.progress = None;
     st.failure_reason = Some(reason.clone());
     st.completion_timestamp = Some(now());
     write_status(ctx, b, &st).await?;
@@ -566,6 +567,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         let completed = now();
         let cluster_def = b.labels().get("app.kubernetes.io/name").cloned();
         st.phase = Some(BackupPhase::Completed);
+        st.progress = None;
         st.completion_timestamp = Some(completed.clone());
         st.total_size = Some(res.stored_size.to_string());
         if let Some(start) = &st.start_timestamp {
@@ -675,6 +677,25 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
             ),
         )
         .await;
+    }
+    if let Some(p) =
+        latest.filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    {
+        let now = now();
+        let report = kubeapi::log_tail(&ctx.client, &ns, &p.name_any())
+            .await
+            .as_deref()
+            .and_then(mover_output::last_progress);
+        let shown = report
+            .as_ref()
+            .and_then(|r| crate::progress::aggregate([r], &now));
+        if shown.as_ref().map(|s| (&s.stage, s.bytes_done))
+            != st.progress.as_ref().map(|s| (&s.stage, s.bytes_done))
+            && crate::progress::refresh_due(st.progress.as_ref(), &now)
+        {
+            st.progress = shown;
+            write_status(ctx, b, &st).await?;
+        }
     }
     Ok(Action::requeue(Duration::from_secs(3)))
 }

@@ -46,10 +46,12 @@ pub fn state_of(r: &Restore) -> RestoreState {
         Some(RestorePhase::Failed) => {
             RestoreState::Failed(format!("Restore {}: {msg}", r.name_any()))
         }
-        _ => RestoreState::Running(if msg.is_empty() {
-            "validating".into()
-        } else {
-            msg
+        _ => RestoreState::Running(match (msg.is_empty(), &st.progress) {
+            (true, None) => "validating".into(),
+            (false, None) => msg,
+            (_, Some(p)) => format!("{msg}: {}", crate::progress::describe(p))
+                .trim_start_matches(": ")
+                .to_owned(),
         }),
     }
 }
@@ -131,6 +133,11 @@ async fn observe_job(
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {
             obs.output = kubeapi::log_tail(&ctx.client, ns, &pname).await;
+        } else if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+            obs.progress = kubeapi::log_tail(&ctx.client, ns, &pname)
+                .await
+                .as_deref()
+                .and_then(crate::mover_output::last_progress);
         }
         if !obs.succeeded {
             let events = pod_events(ctx, ns, &pname).await;
@@ -327,10 +334,11 @@ pub async fn step(
 
     // The status goes first: a create that fails below must not lose this pass's record (above
     // all the start time, which every deadline counts from).
-    if p.status != status {
+    let mut stored = status.clone();
+    if plan::status_write_due(&stored, &p.status, &now) {
         write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
+        stored = p.status.clone();
     }
-    let written = p.status.clone();
 
     // Apply: create what the plan asks for. Names are deterministic, so a step repeated after a
     // crash finds what the previous one created.
@@ -403,8 +411,9 @@ pub async fn step(
             p.refused(&now, stage, &object, &reason);
         }
     }
-    if p.status != written {
+    if plan::status_write_due(&stored, &p.status, &now) {
         write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
+        stored = p.status.clone();
     }
     // Gates open only after the Restore says Completed: no reader may see a Ready pod while the
     // Restore still claims to be running. A failure here is retried, since a Completed Restore
@@ -412,28 +421,47 @@ pub async fn step(
     if p.open_gates {
         open_gates(ctx, &ns, &pod_list).await?;
     }
+    // Told on the Restore as well, so that `kubectl describe restore` has the story too.
     if let Some(msg) = &p.failed {
         Metrics::outcome(&ctx.metrics.restores, "failed");
+        let note = format!("Restore {restore_name} failed: {msg}");
         ctx.event(
             cluster,
             EventType::Warning,
             "RestoreFailed",
             "Restore",
-            format!("Restore {restore_name} failed: {msg}"),
+            note.clone(),
+        )
+        .await;
+        ctx.event(
+            &restore,
+            EventType::Warning,
+            "RestoreFailed",
+            "Restore",
+            note,
         )
         .await;
     }
     if p.completed {
         Metrics::outcome(&ctx.metrics.restores, "completed");
+        let note = format!(
+            "Restore {restore_name} completed: the live dataset matches Backup {}/{}",
+            req.backup_namespace, req.backup_name
+        );
         ctx.event(
             cluster,
             EventType::Normal,
             "RestoreCompleted",
             "Restore",
-            format!(
-                "Restore {restore_name} completed: the live dataset matches Backup {}/{}",
-                req.backup_namespace, req.backup_name
-            ),
+            note.clone(),
+        )
+        .await;
+        ctx.event(
+            &restore,
+            EventType::Normal,
+            "RestoreCompleted",
+            "Restore",
+            note,
         )
         .await;
     }
@@ -442,8 +470,9 @@ pub async fn step(
     if plan::should_mark_done(&p.status, cluster.annotations().contains_key(RESTORE_DONE)) {
         mark_done(ctx, cluster, &restore_name).await?;
     }
+    // What the Restore says now, so the Cluster's condition changes only when it does.
     let mut shown = restore.clone();
-    shown.status = Some(p.status.clone());
+    shown.status = Some(stored);
     Ok(StepOutcome {
         workload_allowed: p.workload_allowed,
         state: match waiting {

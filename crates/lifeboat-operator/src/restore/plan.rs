@@ -23,6 +23,7 @@ use lifeboat_api::dataprotection::v1alpha1::{
 use super::diagnose::Stuck;
 use super::intent::ComponentRestore;
 use crate::duration;
+use crate::progress;
 
 /// What the verify Job's outcome proves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct JobObs {
     pub stuck: Option<Stuck>,
     /// The result line the mover printed, once the Job finished.
     pub output: Option<String>,
+    /// The newest progress line the mover printed, while the Job runs.
+    pub progress: Option<crate::mover_output::Progress>,
 }
 
 /// A data PVC as observed.
@@ -190,6 +193,7 @@ impl Plan {
     fn fail(&mut self, now: &Time, condition: &str, message: String) {
         let st = &mut self.status;
         st.phase = Some(RestorePhase::Failed);
+        st.progress = None;
         st.completion_timestamp = Some(now.clone());
         if let Some(start) = &st.start_timestamp {
             st.duration = Some(duration::format(Duration::from_secs(secs_between(
@@ -219,6 +223,15 @@ fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAc
         (RestoreActionStatus::Failed, f.clone())
     } else if let Some(s) = &job.stuck {
         (RestoreActionStatus::Processing, s.message.clone())
+    } else if let Some(pr) = job
+        .progress
+        .as_ref()
+        .and_then(|r| progress::aggregate([r], now))
+    {
+        (
+            RestoreActionStatus::Processing,
+            format!("Job/{}: {}", job.name, progress::describe(&pr)),
+        )
     } else {
         (
             RestoreActionStatus::Processing,
@@ -234,6 +247,29 @@ fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAc
         start_time: Some(job.started.clone().unwrap_or_else(|| now.clone())),
         end_time: job.finished.clone(),
     }
+}
+
+/// Whether the planned status must be written over the stored one: always when anything but
+/// progress changed (a phase, a condition, an action's outcome), and for progress alone at most
+/// every `progress::REFRESH_SECS`.
+pub fn status_write_due(stored: &RestoreStatus, planned: &RestoreStatus, now: &Time) -> bool {
+    if stored == planned {
+        return false;
+    }
+    let without_progress = |s: &RestoreStatus| {
+        let mut s = s.clone();
+        s.progress = None;
+        if let Some(a) = s.actions.as_mut() {
+            for x in a.prepare_data.iter_mut().chain(a.post_ready.iter_mut()) {
+                if x.status == RestoreActionStatus::Processing {
+                    x.message = None;
+                }
+            }
+        }
+        s
+    };
+    without_progress(stored) != without_progress(planned)
+        || progress::refresh_due(stored.progress.as_ref(), now)
 }
 
 /// Whether the Cluster must now be marked as restored (`lifeboat.io/restore-completed`): on every
@@ -298,6 +334,8 @@ pub fn plan(input: &Input<'_>) -> Plan {
         .clone()
         .unwrap_or_else(|| now.clone());
     let backup = input.req.backup_name.as_str();
+    // Progress describes this pass's running Jobs only.
+    p.status.progress = None;
 
     // --- prepareData ---
     let prepared = conditions::get(&p.status.conditions, PREPARE_DATA)
@@ -310,6 +348,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
             let mut all_done = true;
             let mut first_stuck: Option<String> = None;
             let mut earlier_done = true;
+            let mut reports = Vec::new();
             for ord in 0..input.replicas {
                 let i = usize::try_from(ord).unwrap_or(0);
                 let pvc = input.pvcs.get(i).cloned().unwrap_or_default();
@@ -381,6 +420,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
                         if !j.succeeded {
                             all_done = false;
                             earlier_done = false;
+                            reports.extend(j.progress.clone());
                         }
                         actions.push(action(&format!("prepareData-{ord}"), backup, j, now));
                     }
@@ -395,6 +435,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 .get_or_insert_with(RestoreStatusActions::default)
                 .prepare_data = actions;
             if !all_done {
+                p.status.progress = progress::aggregate(&reports, now);
                 let limit = input.req.prepare_data_deadline;
                 if secs_between(&started, now) > limit.as_secs() {
                     let why = first_stuck.unwrap_or_else(|| "its Jobs are still running".into());
@@ -440,6 +481,12 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let over = secs_between(&prepared, now) > limit.as_secs();
     if let Some(j) = &input.verify_job {
         let mut a = action("postReady-verify", backup, j, now);
+        if !j.succeeded && j.failed.is_none() {
+            p.status.progress = j
+                .progress
+                .as_ref()
+                .and_then(|r| progress::aggregate([r], now));
+        }
         let line = j
             .output
             .as_deref()
@@ -661,6 +708,81 @@ mod tests {
     fn step(mut i: Input<'_>, prev: &Plan) -> Plan {
         i.status = prev.status.clone();
         plan(&i)
+    }
+
+    fn downloading(i: i32, done: u64) -> Option<JobObs> {
+        let mut j = job(i, false)?;
+        j.progress = Some(crate::mover_output::Progress {
+            stage: "download".into(),
+            bytes_done: done,
+            bytes_total: 100 << 20,
+            bytes_per_second: 10 << 20,
+        });
+        Some(j)
+    }
+
+    #[test]
+    fn running_prepare_jobs_show_their_bytes_in_the_actions_and_the_summed_progress() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let first = plan(&input(&r, 0));
+        let mut i = input(&r, 10);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![downloading(0, 40 << 20), downloading(1, 60 << 20)];
+        let p = step(i, &first);
+        let actions = &p.status.actions.as_ref().expect("actions").prepare_data;
+        assert_eq!(
+            actions[0].message.as_deref(),
+            Some(
+                "Job/fdb-falkordb-prepare-0: download 40.0 MiB of 100.0 MiB (40%) at 10.0 MiB/s, about 6s left"
+            )
+        );
+        let pr = p.status.progress.clone().expect("progress");
+        assert_eq!((pr.bytes_done, pr.bytes_total), (100 << 20, 200 << 20));
+        assert_eq!(
+            pr.eta_seconds,
+            Some(5),
+            "100 MiB left at the summed 20 MiB/s"
+        );
+        // Once the volumes are written, the transfer's progress is gone.
+        let mut i = input(&r, 20);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        let done = step(i, &p);
+        assert_eq!(done.status.progress, None);
+    }
+
+    #[test]
+    fn progress_alone_is_written_at_most_every_refresh_period_and_outcomes_at_once() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let first = plan(&input(&r, 0));
+        let at_bytes = |t: i64, done: u64, prev: &Plan| {
+            let mut i = input(&r, t);
+            i.pvcs = vec![pvc(0, true), pvc(1, true)];
+            i.prepare_jobs = vec![downloading(0, done), downloading(1, done)];
+            step(i, prev)
+        };
+        let stored = at_bytes(10, 1 << 20, &first).status;
+        let soon = at_bytes(12, 5 << 20, &first).status;
+        assert_ne!(stored, soon);
+        assert!(
+            !status_write_due(&stored, &soon, &at(12)),
+            "2 s after the last write"
+        );
+        let later = at_bytes(15, 9 << 20, &first).status;
+        assert!(
+            status_write_due(&stored, &later, &at(15)),
+            "5 s after the last write"
+        );
+        let mut failed = soon.clone();
+        failed.phase = Some(RestorePhase::Failed);
+        assert!(
+            status_write_due(&stored, &failed, &at(12)),
+            "an outcome is never held back"
+        );
+        assert!(
+            !status_write_due(&stored, &stored, &at(60)),
+            "nothing changed"
+        );
     }
 
     #[test]

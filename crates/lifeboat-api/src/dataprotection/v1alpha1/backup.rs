@@ -3,7 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BackupTarget, BackupTimeRange, DatasetFingerprint, ParameterPair};
+use super::{BackupTarget, BackupTimeRange, DatasetFingerprint, ParameterPair, TransferProgress};
 
 /// The desired state of a Backup: the policy and method to take it with, and how long to keep it.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -140,6 +140,10 @@ pub struct BackupStatus {
     /// Lifeboat extension: what the backed-up dataset holds and where its manifest is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<BackupDataset>,
+    /// Lifeboat extension: how far the running backup Job has come (bytes, rate, ETA); absent
+    /// once the backup has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TransferProgress>,
     /// Lifeboat extension: conditions explaining waits and failures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

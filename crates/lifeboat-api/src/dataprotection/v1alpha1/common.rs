@@ -146,3 +146,90 @@ pub struct GraphFingerprint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
 }
+
+/// Lifeboat extension: how far the running mover Jobs have come, from the progress lines they
+/// print every two seconds. The operator refreshes it at most every few seconds, so that a long
+/// transfer does not turn into a stream of status writes.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferProgress {
+    /// The mover's stage: `snapshot` or `upload` (backup), `download` (restore), `verify`.
+    pub stage: String,
+    /// Bytes done, summed over the stage's Jobs.
+    pub bytes_done: i64,
+    /// Bytes the stage moves, summed over its Jobs; 0 when the stage moves none (verify).
+    pub bytes_total: i64,
+    /// The measured rate, summed over the Jobs: each Job's mean since its stage began.
+    pub bytes_per_second: i64,
+    /// Seconds left at the measured rate; absent while the rate is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_seconds: Option<i64>,
+    /// When the Jobs' logs were read.
+    pub updated_at: Time,
+}
+
+/// `1.1 GiB`, `412.0 MiB`, `512 B`.
+pub fn human_bytes(n: i64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+/// `8s`, `2m05s`, `1h02m`.
+pub fn human_duration(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+impl TransferProgress {
+    /// One line for people: `download 412.0 MiB of 1.1 GiB (36%) at 95.3 MiB/s, about 8s left`.
+    pub fn describe(&self) -> String {
+        let p = self;
+        if p.bytes_total <= 0 {
+            return p.stage.clone();
+        }
+        let pct = (p.bytes_done.saturating_mul(100) / p.bytes_total).clamp(0, 100);
+        let mut s = format!(
+            "{} {} of {} ({pct}%)",
+            p.stage,
+            human_bytes(p.bytes_done),
+            human_bytes(p.bytes_total)
+        );
+        if p.bytes_per_second > 0 {
+            s.push_str(&format!(" at {}/s", human_bytes(p.bytes_per_second)));
+        }
+        if let Some(e) = p.eta_seconds {
+            s.push_str(&format!(", about {} left", human_duration(e)));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations_read_as_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(1_192_377_825), "1.1 GiB");
+        assert_eq!(human_duration(8), "8s");
+        assert_eq!(human_duration(125), "2m05s");
+        assert_eq!(human_duration(3720), "1h02m");
+    }
+}

@@ -6,7 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ConnectionCredential, DatasetFingerprint, ParameterPair};
+use super::{ConnectionCredential, DatasetFingerprint, ParameterPair, TransferProgress};
 
 /// The desired state of a Restore: the Backup, the volumes to write, and the checks to run
 /// once the database is up.
@@ -252,6 +252,10 @@ pub struct RestoreStatus {
     /// Lifeboat extension: the result of comparing the live dataset with the backup's manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<RestoreVerification>,
+    /// Lifeboat extension: how far the running stage's Jobs have come (bytes, rate, ETA);
+    /// absent outside a transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TransferProgress>,
 }
 
 /// The phase of a Restore.
