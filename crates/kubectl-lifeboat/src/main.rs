@@ -8,6 +8,7 @@
 mod annotation;
 mod backups;
 mod connect;
+mod day2;
 mod output;
 mod restore_status;
 mod restore_to;
@@ -125,6 +126,36 @@ enum Command {
         #[arg(long, default_value = DEFAULT_WAIT, value_parser = parse_timeout)]
         timeout: Duration,
     },
+    /// Print the logs of the mover Jobs of a Backup (backup, drill) or of a Cluster (its
+    /// restore's prepareData and verify Jobs).
+    Logs {
+        /// A Backup's or a Cluster's name.
+        target: String,
+        /// Only the last N lines of each log.
+        #[arg(long)]
+        tail: Option<i64>,
+    },
+    /// Open `redis-cli` on the Cluster's primary (through `kubectl exec`; the password comes
+    /// from the pod). With a command after `--`, run it and print the reply.
+    Connect {
+        cluster: String,
+        /// A redis-cli command, for example `-- DBSIZE`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// A planned hand-over of the primary role: the primary's pod is deleted, and its instance
+    /// manager pauses writes, waits until the replicas hold them all and has the sentinels fail
+    /// over before it stops. Waits for the new primary.
+    Failover {
+        cluster: String,
+        /// The replica to take over; honoured when it is the one ready replica (the sentinels
+        /// choose among several).
+        #[arg(long, value_name = "POD")]
+        to: Option<String>,
+        /// How long to wait for the new primary.
+        #[arg(long, default_value = "5m", value_parser = parse_timeout)]
+        timeout: Duration,
+    },
     /// Print shell completions.
     Completion {
         #[arg(value_enum)]
@@ -160,6 +191,9 @@ pub enum Error {
     Failed(String),
     #[error("cannot render: {0}")]
     Render(String),
+    /// A child (redis-cli) ended with this code; it said why itself.
+    #[error("exited with code {0}")]
+    Exit(u8),
     #[error(transparent)]
     Status(#[from] restore_status::StatusError),
     #[error("cannot render the CRDs: {0}")]
@@ -182,6 +216,7 @@ impl Error {
     fn code(&self) -> u8 {
         match self {
             Error::Failed(_) => 1,
+            Error::Exit(c) => *c,
             Error::Usage(_) => 2,
             Error::NotFound(_) => 3,
             Error::Api {
@@ -290,6 +325,18 @@ async fn run_cluster_command(kube: &KubeArgs, cmd: Command) -> Result<(), Error>
             }
             Ok(())
         }
+        Command::Logs { target, tail } => day2::logs(&client, &ns, &target, tail).await,
+        Command::Connect { cluster, args } => {
+            match day2::connect(&client, kube, &ns, &cluster, &args).await? {
+                0 => Ok(()),
+                code => Err(Error::Exit(code)),
+            }
+        }
+        Command::Failover {
+            cluster,
+            to,
+            timeout,
+        } => day2::failover(&client, &ns, &cluster, to.as_deref(), timeout).await,
         Command::Validate { .. }
         | Command::RestoreStatus { .. }
         | Command::Crds

@@ -57,9 +57,10 @@ fn plugin() -> Result<std::path::PathBuf> {
 }
 
 fn run(ns: &TestNamespace, args: &[&str]) -> Result<Run> {
+    // The namespace first: after `connect CLUSTER --` every word goes to redis-cli.
     let out = Command::new(plugin()?)
-        .args(args)
         .args(["-n", &ns.name])
+        .args(args)
         .output()
         .context("running kubectl-lifeboat")?;
     let r = Run {
@@ -67,7 +68,7 @@ fn run(ns: &TestNamespace, args: &[&str]) -> Result<Run> {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
-    eprintln!("$ kubectl lifeboat {} -n {}\n{r}", args.join(" "), ns.name);
+    eprintln!("$ kubectl lifeboat -n {} {}\n{r}", ns.name, args.join(" "));
     Ok(r)
 }
 
@@ -131,6 +132,31 @@ async fn backup_status_and_restore_wait_follow_real_clusters_to_their_outcome() 
         ensure!(v["lastBackup"] == json!(name), "{s}");
         let h = run(&ns, &["status", "fdb"])?;
         ensure!(h.stdout.contains("Phase:     Running") && h.stdout.contains("primary"), "{h}");
+        let old_primary = v["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["role"] == "primary")
+            .and_then(|p| p["name"].as_str())
+            .context("no primary in status")?
+            .to_owned();
+
+        let dbsize = |r: &Run| -> Result<u64> {
+            ensure!(r.code == 0, "connect failed: {r}");
+            r.stdout.trim().parse().with_context(|| format!("DBSIZE reply: {r}"))
+        };
+        // Database 1 holds only the keys written to it: no graph, so no telemetry stream either.
+        let keys_before = dbsize(&run(&ns, &["connect", "fdb", "--", "-n", "1", "DBSIZE"])?)?;
+        ensure!(
+            Some(keys_before) == written.keys.get(&1).copied(),
+            "DBSIZE of db1 on the primary is {keys_before}, not the {:?} keys written",
+            written.keys.get(&1)
+        );
+        let l = run(&ns, &["logs", &name])?;
+        ensure!(
+            l.code == 0 && l.stdout.contains(&format!("==> Job/{name}-backup")) && l.stdout.contains("\"backupName\""),
+            "logs of the Backup lack its Job's result line: {l}"
+        );
 
         let r = run(&ns, &["restore", &name, "--to", "fdb-copy", "--wait", "--timeout", "15m"])?;
         ensure!(r.code == 0, "restore --wait did not succeed: {r}");
@@ -150,6 +176,33 @@ async fn backup_status_and_restore_wait_follow_real_clusters_to_their_outcome() 
             distinct.len()
         );
         assert_restored(&ns, "fdb-copy", &written).await?;
+        let l = run(&ns, &["logs", "fdb-copy", "--tail", "5"])?;
+        ensure!(
+            l.stdout.contains("==> Job/fdb-copy-falkordb-prepare-0") && l.stdout.contains("==> Job/fdb-copy-falkordb-verify"),
+            "logs of the restored Cluster lack its restore Jobs: {l}"
+        );
+
+        let f = run(&ns, &["failover", "fdb", "--timeout", "3m"])?;
+        ensure!(f.code == 0, "failover did not succeed: {f}");
+        let s = run(&ns, &["status", "fdb", "-o", "json"])?;
+        let v: serde_json::Value = serde_json::from_str(&s.stdout).context("status -o json")?;
+        let new_primary = v["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["role"] == "primary")
+            .and_then(|p| p["name"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        ensure!(
+            !new_primary.is_empty() && new_primary != old_primary,
+            "the primary is still {old_primary:?} after failover (now {new_primary:?}): {s}"
+        );
+        let after = dbsize(&run(&ns, &["connect", "fdb", "--", "-n", "1", "DBSIZE"])?)?;
+        ensure!(
+            after == keys_before,
+            "DBSIZE was {keys_before} before the hand-over, {after} after it"
+        );
         // The story is told on the Restore too, for `kubectl describe restore`.
         let restore = "fdb-copy-falkordb-restore";
         poll(

@@ -46,6 +46,16 @@ pub struct ScheduleLabels {
     pub schedule: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    pub stage: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RepoLabels {
+    pub backuprepo: String,
+}
+
 /// The operator's metrics.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -73,6 +83,14 @@ pub struct Metrics {
     pub drill_duration: Histogram,
     /// How many bytes drills restored (the backups' uncompressed data).
     pub drill_bytes: Histogram,
+    /// How long each stage of completed restores took.
+    pub restore_stage_duration: Family<StageLabels, Histogram>,
+    /// Failed restores by the stage that failed: a bounded reason.
+    pub restore_failures: Family<StageLabels, Counter>,
+    /// Bytes written into data volumes by completed restores.
+    pub restore_bytes: Counter,
+    /// 1 while a BackupRepo is Ready.
+    pub repo_ready: Family<RepoLabels, Gauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -101,6 +119,32 @@ impl Default for Metrics {
         let drills = Family::<NamespaceOutcomeLabels, Counter>::default();
         let drill_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
         let drill_bytes = Histogram::new(exponential_buckets(1024.0 * 1024.0, 4.0, 12));
+        let restore_stage_duration = Family::<StageLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.5, 2.0, 16))
+        });
+        let restore_failures = Family::<StageLabels, Counter>::default();
+        let restore_bytes = Counter::default();
+        let repo_ready = Family::<RepoLabels, Gauge>::default();
+        registry.register(
+            "restore_stage_duration_seconds",
+            "How long each stage of completed restores took: validation, prepareData (volumes written and checked), postReady (database started and verified)",
+            restore_stage_duration.clone(),
+        );
+        registry.register(
+            "restore_failures",
+            "Failed restores by the stage that failed: ValidationPassed, CheckBackupRepo, PrepareData, PostReady",
+            restore_failures.clone(),
+        );
+        registry.register(
+            "restore_bytes",
+            "Bytes written into data volumes by completed restores (the backup's data, once per volume)",
+            restore_bytes.clone(),
+        );
+        registry.register(
+            "backup_repo_ready",
+            "1 while the BackupRepo is Ready, 0 while it is not",
+            repo_ready.clone(),
+        );
         registry.register("reconciles", "Reconciles run", reconciles.clone());
         registry.register(
             "reconcile_failures",
@@ -181,6 +225,10 @@ impl Default for Metrics {
             drills,
             drill_duration,
             drill_bytes,
+            restore_stage_duration,
+            restore_failures,
+            restore_bytes,
+            repo_ready,
         }
     }
 }

@@ -24,6 +24,7 @@ use lifeboat_api::dataprotection::v1alpha1::{
     BackupDataset, BackupPhase, BackupRepoPhase, BackupStatus, BackupTimeRange,
 };
 use lifeboat_api::{Backup, BackupPolicy, BackupRepo, Cluster, labels};
+use tracing::Instrument;
 
 use super::gate::Gate;
 use crate::cluster::build::{DATA_DIR, password_env};
@@ -32,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::mover_output::{self, BackupLine};
 use crate::restore::diagnose;
+use crate::telemetry;
 use crate::{duration, kubeapi, naming, repo};
 
 const CONTROLLER: &str = "backup";
@@ -55,7 +57,11 @@ pub async fn run(
         .run(
             |obj, ctx| async move {
                 match &obj.0 {
-                    Ok(b) => reconcile(b, &ctx).await,
+                    Ok(b) => {
+                        reconcile(b, &ctx)
+                            .instrument(telemetry::reconcile_span(CONTROLLER, b.namespace().as_deref(), &b.name_any()))
+                            .await
+                    }
                     Err(e) => {
                         tracing::warn!(name = ?e.metadata.name, error = %e.error, "skipping a Backup that does not deserialize");
                         Ok(Action::await_change())

@@ -30,6 +30,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::labels;
 use lifeboat_api::{Cluster, Restore};
+use tracing::Instrument;
 
 use crate::context::Context;
 use crate::engine::ComponentKind;
@@ -79,7 +80,15 @@ async fn reconcile_guarded(
     ctx: Arc<Context>,
 ) -> Result<Action> {
     match &obj.0 {
-        Ok(cluster) => reconcile(cluster, &ctx).await,
+        Ok(cluster) => {
+            reconcile(cluster, &ctx)
+                .instrument(crate::telemetry::reconcile_span(
+                    CONTROLLER,
+                    cluster.namespace().as_deref(),
+                    &cluster.name_any(),
+                ))
+                .await
+        }
         Err(invalid) => {
             // One malformed object must not stop the watch; it is reported and skipped.
             tracing::warn!(name = ?invalid.metadata.name, namespace = ?invalid.metadata.namespace, error = %invalid.error, "skipping a Cluster that does not deserialize");

@@ -424,6 +424,12 @@ pub async fn step(
     // Told on the Restore as well, so that `kubectl describe restore` has the story too.
     if let Some(msg) = &p.failed {
         Metrics::outcome(&ctx.metrics.restores, "failed");
+        ctx.metrics
+            .restore_failures
+            .get_or_create(&crate::metrics::StageLabels {
+                stage: plan::failed_stage(&p.status).to_owned(),
+            })
+            .inc();
         let note = format!("Restore {restore_name} failed: {msg}");
         ctx.event(
             cluster,
@@ -444,6 +450,17 @@ pub async fn step(
     }
     if p.completed {
         Metrics::outcome(&ctx.metrics.restores, "completed");
+        for (stage, secs) in plan::stage_durations(&p.status) {
+            ctx.metrics
+                .restore_stage_duration
+                .get_or_create(&crate::metrics::StageLabels {
+                    stage: stage.to_owned(),
+                })
+                .observe(secs);
+        }
+        ctx.metrics
+            .restore_bytes
+            .inc_by(data_bytes.saturating_mul(u64::try_from(comp.spec.replicas).unwrap_or(0)));
         let note = format!(
             "Restore {restore_name} completed: the live dataset matches Backup {}/{}",
             req.backup_namespace, req.backup_name

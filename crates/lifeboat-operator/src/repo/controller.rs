@@ -13,14 +13,17 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use lifeboat_api::conditions;
 use lifeboat_api::dataprotection::v1alpha1::{BackupRepoPhase, BackupRepoStatus};
 use lifeboat_api::{BackupRepo, labels};
+use tracing::Instrument;
 
 use super::copies;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::telemetry;
 use crate::{FIELD_MANAGER, kubeapi, naming};
 
 const CONTROLLER: &str = "backuprepo";
@@ -38,7 +41,11 @@ pub async fn run(
         .run(
             |obj, ctx| async move {
                 match &obj.0 {
-                    Ok(repo) => reconcile(repo, &ctx).await,
+                    Ok(repo) => {
+                        reconcile(repo, &ctx)
+                            .instrument(telemetry::reconcile_span(CONTROLLER, None, &repo.name_any()))
+                            .await
+                    }
                     Err(e) => {
                         tracing::warn!(name = ?e.metadata.name, error = %e.error, "skipping a BackupRepo that does not deserialize");
                         Ok(Action::await_change())
@@ -101,6 +108,33 @@ async fn reconcile(repo: &BackupRepo, ctx: &Context) -> Result<Action> {
         }
     }
     let failed = st.phase == Some(BackupRepoPhase::Failed);
+    ctx.metrics
+        .repo_ready
+        .get_or_create(&crate::metrics::RepoLabels {
+            backuprepo: name.clone(),
+        })
+        .set(i64::from(!failed));
+    // Told once per change, so that `kubectl describe backuprepo` shows when it came and went.
+    let before = repo.status.as_ref().and_then(|s| s.phase);
+    if before != st.phase {
+        let (kind, reason, note) = if failed {
+            (
+                EventType::Warning,
+                "RepoNotReady",
+                format!(
+                    "BackupRepo {name} is not usable: {}",
+                    st.message.clone().unwrap_or_default()
+                ),
+            )
+        } else {
+            (
+                EventType::Normal,
+                "RepoReady",
+                format!("BackupRepo {name} is Ready: its storage answered the probe"),
+            )
+        };
+        ctx.event(repo, kind, reason, "Probe", note).await;
+    }
     if repo.spec.storage_provider_ref == "pvc" {
         st.backup_pvc_name = Some(naming::repo_pvc(&name));
     }

@@ -249,6 +249,44 @@ fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAc
     }
 }
 
+/// The stages of a completed restore and how long each took, in seconds, from its conditions:
+/// validation (start to ValidationPassed), prepareData (to PrepareData) and postReady (to
+/// completion). A stage whose ends are not both recorded is left out.
+pub fn stage_durations(st: &RestoreStatus) -> Vec<(&'static str, f64)> {
+    let at = |c: &str| {
+        conditions::get(&st.conditions, c)
+            .filter(|c| c.status == "True")
+            .map(|c| c.last_transition_time.0)
+    };
+    let marks = [
+        st.start_timestamp.as_ref().map(|t| t.0),
+        at(VALIDATION_PASSED),
+        at(PREPARE_DATA),
+        st.completion_timestamp.as_ref().map(|t| t.0),
+    ];
+    ["validation", "prepareData", "postReady"]
+        .into_iter()
+        .zip(marks.windows(2))
+        .filter_map(|(stage, w)| match (w[0], w[1]) {
+            (Some(a), Some(b)) => Some((stage, b.duration_since(a).as_secs_f64().max(0.0))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The stage a failed restore failed in: the condition it set False. A bounded metric label.
+pub fn failed_stage(st: &RestoreStatus) -> &'static str {
+    [
+        VALIDATION_PASSED,
+        CHECK_BACKUP_REPO,
+        PREPARE_DATA,
+        POST_READY,
+    ]
+    .into_iter()
+    .find(|c| conditions::get(&st.conditions, c).is_some_and(|c| c.status == "False"))
+    .unwrap_or("Unknown")
+}
+
 /// Whether the planned status must be written over the stored one: always when anything but
 /// progress changed (a phase, a condition, an action's outcome), and for progress alone at most
 /// every `progress::REFRESH_SECS`.
@@ -783,6 +821,34 @@ mod tests {
             !status_write_due(&stored, &stored, &at(60)),
             "nothing changed"
         );
+    }
+
+    #[test]
+    fn a_completed_restore_reports_each_stage_and_a_failed_one_its_stage() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let mut p = plan(&input(&r, 0));
+        let st = &mut p.status;
+        conditions::set(
+            &mut st.conditions,
+            PREPARE_DATA,
+            "True",
+            "Completed",
+            "ok",
+            None,
+            &at(40),
+        );
+        st.completion_timestamp = Some(at(55));
+        assert_eq!(
+            stage_durations(st),
+            vec![
+                ("validation", 0.0),
+                ("prepareData", 40.0),
+                ("postReady", 15.0)
+            ]
+        );
+        let mut failed = input(&r, 0);
+        failed.precondition = Err("Backup demo/b does not exist".into());
+        assert_eq!(failed_stage(&plan(&failed).status), "ValidationPassed");
     }
 
     #[test]

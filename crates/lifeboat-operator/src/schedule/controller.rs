@@ -22,11 +22,13 @@ use lifeboat_api::dataprotection::v1alpha1::{
 use lifeboat_api::{
     Backup, BackupPolicy, BackupSchedule, BackupSpec, Cluster, ClusterPhase, labels,
 };
+use tracing::Instrument;
 
 use super::cron::Schedule;
 use super::plan::{self, Input, Run, Taken};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::telemetry;
 use crate::{kubeapi, naming};
 
 const CONTROLLER: &str = "backupschedule";
@@ -66,7 +68,11 @@ pub async fn run(
         .run(
             |obj, ctx| async move {
                 match &obj.0 {
-                    Ok(s) => reconcile(s, &ctx).await,
+                    Ok(s) => {
+                        reconcile(s, &ctx)
+                            .instrument(telemetry::reconcile_span(CONTROLLER, s.namespace().as_deref(), &s.name_any()))
+                            .await
+                    }
                     Err(e) => {
                         tracing::warn!(name = ?e.metadata.name, error = %e.error, "skipping a BackupSchedule that does not deserialize");
                         Ok(Action::await_change())
