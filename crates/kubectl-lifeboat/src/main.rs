@@ -10,6 +10,7 @@ mod backups;
 mod connect;
 mod day2;
 mod output;
+mod replication;
 mod restore_status;
 mod restore_to;
 mod status;
@@ -224,6 +225,8 @@ impl Error {
                 ..
             } if s.code == 404 => 3,
             Error::Connect(_) | Error::Api { .. } => 4,
+            Error::Status(restore_status::StatusError::NotFound { .. }) => 3,
+            Error::Status(restore_status::StatusError::Connect(_)) => 4,
             _ => 1,
         }
     }
@@ -235,10 +238,11 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let result = match cli.command {
         Command::Validate { files } => return run_validate(&files),
-        Command::RestoreStatus { cluster, namespace } => run_restore_status(
-            &cluster,
-            namespace.as_deref().or(cli.kube.namespace.as_deref()),
-        ),
+        Command::RestoreStatus { cluster, namespace } => {
+            let mut kube = cli.kube.clone();
+            kube.namespace = namespace.or(kube.namespace);
+            block_on(run_restore_status(kube, cluster))
+        }
         Command::Crds => run_crds(),
         Command::Completion { shell } => {
             clap_complete::generate(
@@ -376,16 +380,10 @@ fn run_validate(files: &[PathBuf]) -> ExitCode {
     }
 }
 
-fn run_restore_status(cluster: &str, namespace: Option<&str>) -> Result<(), Error> {
-    // A single-threaded runtime: the command makes two requests, one after the other.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
-    let text = runtime.block_on(restore_status::fetch(cluster, namespace))?;
-    std::io::stdout()
-        .write_all(text.as_bytes())
-        .map_err(Error::Stdout)
+async fn run_restore_status(kube: KubeArgs, cluster: String) -> Result<(), Error> {
+    let (client, ns) = kube.connect().await?;
+    let text = restore_status::fetch(client, &cluster, &ns).await?;
+    print(&text)
 }
 
 fn run_crds() -> Result<(), Error> {

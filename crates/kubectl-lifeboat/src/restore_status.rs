@@ -44,9 +44,8 @@ pub enum StatusError {
 }
 
 /// Reads the Cluster and its Restores and renders them.
-pub async fn fetch(name: &str, namespace: Option<&str>) -> Result<String, StatusError> {
-    let client = Client::try_default().await.map_err(StatusError::Connect)?;
-    let namespace = namespace.unwrap_or(client.default_namespace()).to_owned();
+pub async fn fetch(client: Client, name: &str, namespace: &str) -> Result<String, StatusError> {
+    let namespace = namespace.to_owned();
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
     let cluster = clusters
         .get_opt(name)

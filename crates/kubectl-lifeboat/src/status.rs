@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::human_bytes;
 use lifeboat_api::labels::{COMPONENT_NAME, INSTANCE, ROLE};
 use lifeboat_api::{Backup, Cluster, Restore};
 use serde::Serialize;
@@ -27,6 +28,15 @@ pub struct View {
     pub last_backup: Option<String>,
     pub last_verified_backup: Option<String>,
     pub restore: Option<String>,
+    /// Each sentinel's answer to "which address is the primary?"; empty without sentinels.
+    pub sentinels: Vec<SentinelView>,
+}
+
+#[derive(Serialize)]
+pub struct SentinelView {
+    pub pod: String,
+    /// `host:port`, or absent when the sentinel could not be asked.
+    pub master: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -47,6 +57,12 @@ pub struct PodView {
     pub ready: bool,
     pub restarts: i32,
     pub node: String,
+    /// The server's own report; absent for sentinels and unreachable pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<crate::replication::Replication>,
+    /// Bytes a replica is behind the primary, from the two offsets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<i64>,
 }
 
 pub fn view(c: &Cluster, pods: &[Pod], backups: &[Backup], restores: &[Restore]) -> View {
@@ -110,12 +126,57 @@ pub fn view(c: &Cluster, pods: &[Pod], backups: &[Backup], restores: &[Restore])
                         .as_ref()
                         .and_then(|s| s.node_name.clone())
                         .unwrap_or_default(),
+                    replication: None,
+                    lag_bytes: None,
                 }
             })
             .collect(),
         last_backup,
         last_verified_backup,
         restore,
+        sentinels: Vec::new(),
+    }
+}
+
+/// Fills in what the servers report: replication per data pod, the replicas' lag, and each
+/// sentinel's primary.
+pub async fn ask_servers(client: &Client, ns: &str, v: &mut View, pods: &[Pod]) {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let container = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
+    };
+    for (pv, p) in v.pods.iter_mut().zip(pods) {
+        if pv.role == "primary" || pv.role == "secondary" {
+            pv.replication = crate::replication::of_data_pod(&api, &pv.name, &container(p)).await;
+        }
+    }
+    let primary_offset = v
+        .pods
+        .iter()
+        .filter_map(|p| p.replication.as_ref())
+        .find(|r| r.role == "master")
+        .map(|r| r.offset);
+    for pv in &mut v.pods {
+        if let (Some(off), Some(r)) = (primary_offset, &pv.replication) {
+            pv.lag_bytes = crate::replication::lag(off, r);
+        }
+    }
+    for p in pods {
+        let comp = p.labels().get(COMPONENT_NAME).cloned().unwrap_or_default();
+        if let Some(data) = comp.strip_suffix("-sent") {
+            let master = format!("{}-{data}", v.cluster);
+            let answer =
+                crate::replication::sentinel_master(&api, &p.name_any(), &container(p), &master)
+                    .await;
+            v.sentinels.push(SentinelView {
+                pod: p.name_any(),
+                master: answer,
+            });
+        }
     }
 }
 
@@ -158,21 +219,55 @@ pub fn human(v: &View) -> String {
     ));
     let _ = writeln!(o, "\nPods:");
     o.push_str(&table(
-        &["NAME", "COMPONENT", "ROLE", "READY", "RESTARTS", "NODE"],
+        &[
+            "NAME",
+            "COMPONENT",
+            "ROLE",
+            "READY",
+            "RESTARTS",
+            "LINK",
+            "OFFSET",
+            "LAG",
+            "NODE",
+        ],
         v.pods
             .iter()
             .map(|p| {
+                let r = p.replication.as_ref();
+                let link = match r {
+                    Some(r) if r.role == "master" => "-".to_owned(),
+                    Some(r) => r.link.clone().unwrap_or_default(),
+                    None => String::new(),
+                };
                 vec![
                     p.name.clone(),
                     p.component.clone(),
                     p.role.clone(),
                     p.ready.to_string(),
                     p.restarts.to_string(),
+                    link,
+                    r.map(|r| r.offset.to_string()).unwrap_or_default(),
+                    p.lag_bytes.map(human_bytes).unwrap_or_default(),
                     p.node.clone(),
                 ]
             })
             .collect(),
     ));
+    if !v.sentinels.is_empty() {
+        let _ = writeln!(o, "\nSentinels:");
+        o.push_str(&table(
+            &["SENTINEL", "NAMES AS PRIMARY"],
+            v.sentinels
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.pod.clone(),
+                        s.master.clone().unwrap_or_else(|| "(no answer)".into()),
+                    ]
+                })
+                .collect(),
+        ));
+    }
     o
 }
 
@@ -195,7 +290,9 @@ pub async fn fetch(client: &Client, ns: &str, name: &str) -> Result<View, Error>
         .map_err(|e| Error::api(format!("listing the Restores of Cluster {ns}/{name}"), e))?
         .items;
     let backups = backups::list(client, ns, Some(name)).await?;
-    Ok(view(&c, &pods, &backups, &restores))
+    let mut v = view(&c, &pods, &backups, &restores);
+    ask_servers(client, ns, &mut v, &pods).await;
+    Ok(v)
 }
 
 #[cfg(test)]
