@@ -89,6 +89,8 @@ pub struct Metrics {
     pub restore_failures: Family<StageLabels, Counter>,
     /// Bytes written into data volumes by completed restores.
     pub restore_bytes: Counter,
+    /// How long each stage of completed backups took, as the mover measured it.
+    pub backup_stage_duration: Family<StageLabels, Histogram>,
     /// 1 while a BackupRepo is Ready.
     pub repo_ready: Family<RepoLabels, Gauge>,
 }
@@ -125,6 +127,14 @@ impl Default for Metrics {
         let restore_failures = Family::<StageLabels, Counter>::default();
         let restore_bytes = Counter::default();
         let repo_ready = Family::<RepoLabels, Gauge>::default();
+        let backup_stage_duration = Family::<StageLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.5, 2.0, 16))
+        });
+        registry.register(
+            "backup_stage_duration_seconds",
+            "How long each stage of completed backups took: snapshot (the server's BGSAVE), transfer (compressing and storing the files)",
+            backup_stage_duration.clone(),
+        );
         registry.register(
             "restore_stage_duration_seconds",
             "How long each stage of completed restores took: validation, prepareData (volumes written and checked), postReady (database started and verified)",
@@ -229,6 +239,7 @@ impl Default for Metrics {
             restore_failures,
             restore_bytes,
             repo_ready,
+            backup_stage_duration,
         }
     }
 }

@@ -96,6 +96,12 @@ pub struct BackupLine {
     pub total_size: u64,
     /// Bytes stored in the repo.
     pub stored_size: u64,
+    /// Waiting for the server's snapshot (BGSAVE), in seconds; absent from older movers.
+    #[serde(default)]
+    pub snapshot_seconds: Option<f64>,
+    /// Compressing and storing the files, in seconds.
+    #[serde(default)]
+    pub transfer_seconds: Option<f64>,
     /// What the dataset holds.
     pub fingerprint: Fingerprint,
 }
@@ -183,6 +189,10 @@ mod tests {
             \"durationSeconds\":6.94,\"snapshotSeconds\":1.78,\"transferSeconds\":5.16,\"attempts\":1}\n";
         let b: BackupLine = last(logs).expect("parses");
         assert_eq!(b.backup_name, "nightly-1");
+        assert_eq!(
+            (b.snapshot_seconds, b.transfer_seconds),
+            (Some(1.78), Some(5.16))
+        );
         assert_eq!(b.stored_size, 330412031);
         let f: DatasetFingerprint = (&b.fingerprint).into();
         assert_eq!(f.keys.get("0"), Some(&13));

@@ -611,6 +611,19 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         }
         #[allow(clippy::cast_precision_loss)]
         ctx.metrics.backup_bytes.observe(res.stored_size as f64);
+        for (stage, secs) in [
+            ("snapshot", res.snapshot_seconds),
+            ("transfer", res.transfer_seconds),
+        ] {
+            if let Some(s) = secs {
+                ctx.metrics
+                    .backup_stage_duration
+                    .get_or_create(&crate::metrics::StageLabels {
+                        stage: stage.to_owned(),
+                    })
+                    .observe(s.max(0.0));
+            }
+        }
         ctx.event(
             b,
             EventType::Normal,
