@@ -41,6 +41,9 @@ struct Cli {
     command: Command,
 }
 
+/// How often `--watch` reads again.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+
 /// How long `--wait` follows an operation by default.
 const DEFAULT_WAIT: &str = "1h";
 
@@ -84,6 +87,9 @@ enum Command {
         cluster: String,
         #[arg(short, long, value_enum, default_value_t)]
         output: Format,
+        /// Keep watching: print again whenever what is shown changes (Ctrl-C ends it).
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Take a Backup of a Cluster now, under its BackupPolicy.
     Backup {
@@ -107,6 +113,9 @@ enum Command {
         cluster: Option<String>,
         #[arg(short, long, value_enum, default_value_t)]
         output: Format,
+        /// Keep watching: print again whenever a Backup appears, goes or changes.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// Describe an object; today `backup NAME`: where its data is and its fingerprint.
     Describe {
@@ -281,16 +290,55 @@ fn print(s: &str) -> Result<(), Error> {
 async fn run_cluster_command(kube: &KubeArgs, cmd: Command) -> Result<(), Error> {
     let (client, ns) = kube.connect().await?;
     match cmd {
-        Command::Status { cluster, output } => {
-            let v = status::fetch(&client, &ns, &cluster).await?;
-            print(&output::render(output, &v, || status::human(&v))?)
+        Command::Status {
+            cluster,
+            output,
+            watch,
+        } => {
+            let mut last = String::new();
+            loop {
+                let v = status::fetch(&client, &ns, &cluster).await?;
+                let text = output::render(output, &v, || status::human(&v))?;
+                if text != last {
+                    if watch && !last.is_empty() {
+                        print(&format!("\n--- {}\n", k8s_openapi::jiff::Timestamp::now()))?;
+                    }
+                    print(&text)?;
+                    last = text;
+                }
+                if !watch {
+                    return Ok(());
+                }
+                tokio::time::sleep(WATCH_EVERY).await;
+            }
         }
-        Command::Backups { cluster, output } => {
-            let list = backups::list(&client, &ns, cluster.as_deref()).await?;
-            let now = k8s_openapi::jiff::Timestamp::now();
-            print(&output::render(output, &list, || {
-                backups::backups_table(&list, now)
-            })?)
+        Command::Backups {
+            cluster,
+            output,
+            watch,
+        } => {
+            let start = k8s_openapi::jiff::Timestamp::now();
+            let mut last = String::new();
+            loop {
+                let list = backups::list(&client, &ns, cluster.as_deref()).await?;
+                // Compared with the ages as of the start, so that time passing alone prints
+                // nothing; shown with the ages as of now.
+                let key = output::render(output, &list, || backups::backups_table(&list, start))?;
+                if key != last {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    if watch && !last.is_empty() {
+                        print(&format!("\n--- {now}\n"))?;
+                    }
+                    print(&output::render(output, &list, || {
+                        backups::backups_table(&list, now)
+                    })?)?;
+                    last = key;
+                }
+                if !watch {
+                    return Ok(());
+                }
+                tokio::time::sleep(WATCH_EVERY).await;
+            }
         }
         Command::Describe {
             what: Describe::Backup { name, output },
