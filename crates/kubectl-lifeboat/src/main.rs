@@ -78,6 +78,8 @@ enum Command {
         /// The Cluster's namespace; the kubeconfig context's namespace when absent.
         #[arg(short, long)]
         namespace: Option<String>,
+        #[arg(short, long, value_enum, default_value_t)]
+        output: Format,
     },
     /// Print the CRDs, for `kubectl lifeboat crds | kubectl apply --server-side -f -`.
     Crds,
@@ -247,10 +249,14 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let result = match cli.command {
         Command::Validate { files } => return run_validate(&files),
-        Command::RestoreStatus { cluster, namespace } => {
+        Command::RestoreStatus {
+            cluster,
+            namespace,
+            output,
+        } => {
             let mut kube = cli.kube.clone();
             kube.namespace = namespace.or(kube.namespace);
-            block_on(run_restore_status(kube, cluster))
+            block_on(run_restore_status(kube, cluster, output))
         }
         Command::Crds => run_crds(),
         Command::Completion { shell } => {
@@ -428,9 +434,9 @@ fn run_validate(files: &[PathBuf]) -> ExitCode {
     }
 }
 
-async fn run_restore_status(kube: KubeArgs, cluster: String) -> Result<(), Error> {
+async fn run_restore_status(kube: KubeArgs, cluster: String, output: Format) -> Result<(), Error> {
     let (client, ns) = kube.connect().await?;
-    let text = restore_status::fetch(client, &cluster, &ns).await?;
+    let text = restore_status::fetch(client, &cluster, &ns, output).await?;
     print(&text)
 }
 

@@ -43,8 +43,36 @@ pub enum StatusError {
     },
 }
 
+/// What `-o json|yaml` prints: the Cluster and its Restores as the API holds them.
+#[derive(serde::Serialize)]
+pub struct Objects {
+    pub cluster: Cluster,
+    pub restores: Vec<Restore>,
+}
+
 /// Reads the Cluster and its Restores and renders them.
-pub async fn fetch(client: Client, name: &str, namespace: &str) -> Result<String, StatusError> {
+pub async fn fetch(
+    client: Client,
+    name: &str,
+    namespace: &str,
+    format: crate::output::Format,
+) -> Result<String, crate::Error> {
+    let (cluster, list) = read(client, name, namespace).await?;
+    let objects = Objects {
+        cluster,
+        restores: list,
+    };
+    crate::output::render(format, &objects, || {
+        render(&objects.cluster, &objects.restores)
+    })
+}
+
+/// Reads the Cluster and its Restores.
+async fn read(
+    client: Client,
+    name: &str,
+    namespace: &str,
+) -> Result<(Cluster, Vec<Restore>), StatusError> {
     let namespace = namespace.to_owned();
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
     let cluster = clusters
@@ -78,7 +106,7 @@ pub async fn fetch(client: Client, name: &str, namespace: &str) -> Result<String
         })?
         .items;
     list.sort_by_key(|r| r.name_any());
-    Ok(render(&cluster, &list))
+    Ok((cluster, list))
 }
 
 /// The report for a Cluster and its Restores.

@@ -176,6 +176,13 @@ async fn backup_status_and_restore_wait_follow_real_clusters_to_their_outcome() 
             distinct.len()
         );
         assert_restored(&ns, "fdb-copy", &written).await?;
+        let rs = run(&ns, &["restore-status", "fdb-copy", "-o", "json"])?;
+        let v: serde_json::Value = serde_json::from_str(&rs.stdout).context("restore-status -o json")?;
+        ensure!(
+            v["restores"][0]["status"]["phase"] == "Completed"
+                && v["restores"][0]["status"]["verification"]["matched"] == true,
+            "restore-status -o json does not show the verified Restore: {rs}"
+        );
         let l = run(&ns, &["logs", "fdb-copy", "--tail", "5"])?;
         ensure!(
             l.stdout.contains("==> Job/fdb-copy-falkordb-prepare-0") && l.stdout.contains("==> Job/fdb-copy-falkordb-verify"),
