@@ -177,3 +177,26 @@ fn crds_prints_every_crd_as_in_deploy_crds() {
         .collect();
     assert_eq!(kinds, vec!["CustomResourceDefinition"; 6], "{stdout}");
 }
+
+#[test]
+fn completions_cover_the_day_two_commands() {
+    let out = run(&["completion", "bash"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    let script = String::from_utf8_lossy(&out.stdout);
+    for cmd in [
+        "status", "backups", "restore", "failover", "connect", "logs",
+    ] {
+        assert!(script.contains(cmd), "bash completion lacks {cmd}");
+    }
+}
+
+#[test]
+fn a_bad_timeout_is_a_usage_error_naming_the_value() {
+    let out = run(&["restore", "b1", "--to", "c2", "--wait", "--timeout", "soon"]);
+    assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"soon\""),
+        "{}",
+        shown(&out)
+    );
+}
