@@ -129,6 +129,14 @@ fetch_monitoring_crds() {
 }
 
 what="${1:-all}"
+# One build at a time: the mover's tests run in parallel and each builds MinIO when it is
+# missing, and two builds in one wrapper module break each other (`go mod init` fails on the
+# go.mod the other just wrote). The second waits, then finds the binary cached.
+exec 9>"$LIFEBOAT_CACHE/build-go.lock"
+if ! flock -n 9; then
+  log "$what: waiting for another build-go.sh to finish"
+  flock 9
+fi
 case "$what" in
   kubernetes) build_kubernetes ;;
   etcd) build_simple etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 ;;
