@@ -7,6 +7,7 @@
 //! is deleted afterwards, waits by polling with deadlines, and prints what it
 //! observed in the namespace when it fails.
 
+pub mod audit;
 pub mod leaks;
 pub mod lifeboat;
 pub mod operator;

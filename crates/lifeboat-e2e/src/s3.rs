@@ -38,7 +38,7 @@ pub struct Credentials {
     pub secret_access_key: String,
 }
 
-fn state_dir() -> PathBuf {
+pub(crate) fn state_dir() -> PathBuf {
     std::env::var_os("LIFEBOAT_STATE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/lib/lifeboat-testbed"))

@@ -854,3 +854,52 @@ async fn a_restore_asked_of_a_running_cluster_is_refused_and_touches_nothing() -
     })
     .await
 }
+
+/// Following an idle Cluster's roles costs reads, never writes: the API server's audit of the
+/// operator's requests shows eight reconcile passes in a row (each reads the account Secret)
+/// without a create, patch, update or delete. A Service deleted behind the operator's back is
+/// applied again all the same.
+#[tokio::test]
+async fn an_idle_cluster_costs_no_api_writes_and_drift_is_repaired() -> Result<()> {
+    use lifeboat_e2e::audit;
+    const PASSES: usize = 8;
+    in_namespace("cluster-idle", |ns| async move {
+        create_cluster(&ns, falkordb_cluster("fdb", "Delete", 2)).await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+
+        // Becoming Running may take a last write or two (labels, conditions); a window that
+        // saw a write starts again. Under a write on every pass, no window ever completes.
+        let deadline = Instant::now() + Duration::from_secs(240);
+        let mut from = audit::mark()?;
+        loop {
+            let requests = audit::since(from, &ns.name)?;
+            let passes = requests.iter().filter(|r| r.verb == "get" && r.resource == "secrets").count();
+            let writes: Vec<String> = requests.iter().filter(|r| r.is_write()).map(ToString::to_string).collect();
+            let last = if !writes.is_empty() {
+                from = audit::mark()?;
+                format!("{} writes in a window of {passes} passes: {writes:?}", writes.len())
+            } else if passes >= PASSES {
+                println!("{passes} reconcile passes of the idle Cluster, {} requests, no write", requests.len());
+                break;
+            } else {
+                format!("{passes} passes and no write so far")
+            };
+            ensure!(Instant::now() < deadline, "the idle Cluster never went {PASSES} reconcile passes without an API write; last window: {last}");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+
+        // Drift is still repaired: the watch sees the Service go, and the next pass applies it.
+        let services: Api<k8s_openapi::api::core::v1::Service> = ns.api();
+        let before = services.get("fdb-falkordb").await?.metadata.uid;
+        services.delete("fdb-falkordb", &DeleteParams::default()).await?;
+        poll("the deleted client Service to be applied again", Duration::from_secs(60), || async {
+            Ok(match services.get_opt("fdb-falkordb").await? {
+                Some(s) if s.metadata.uid != before && s.metadata.deletion_timestamp.is_none() => Ok(()),
+                Some(_) => Err("the old Service is still there".to_string()),
+                None => Err("not there".to_string()),
+            })
+        })
+        .await
+    })
+    .await
+}

@@ -56,6 +56,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Configuration.
     pub config: Config,
+    /// What was applied, so that an apply that would change nothing is not sent.
+    pub applied: Arc<crate::applied::Applied>,
 }
 
 impl Context {
@@ -67,6 +69,7 @@ impl Context {
             recorder,
             metrics,
             config,
+            applied: Arc::default(),
         }
     }
 

@@ -38,6 +38,29 @@ where
         .map_err(Error::kube("applying", describe(obj)))
 }
 
+/// Applies `obj` unless it is what Lifeboat last applied and nobody changed the object since
+/// ([`crate::applied`]); `None` when nothing was sent.
+pub async fn apply_changed<K>(
+    client: &kube::Client,
+    applied: &crate::applied::Applied,
+    obj: &K,
+) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let (send, digest) = applied.check(obj);
+    if !send {
+        return Ok(None);
+    }
+    let answered = apply(client, obj).await?;
+    applied.record(obj, digest, &answered);
+    Ok(Some(answered))
+}
+
 /// The last lines of a pod's log, where the mover prints its result line. Whole, not just the
 /// last line: the mover may log after its result, and readers pick the line whose shape they
 /// expect (`mover_output::last`). `None` when the log cannot be read or is empty.

@@ -4,6 +4,7 @@
 //! functions in `plan`/`build` modules, unit-tested), apply with server-side apply under the one
 //! field manager [`FIELD_MANAGER`], then write status through the status subresource.
 
+pub mod applied;
 pub mod backup;
 pub mod cluster;
 pub mod context;

@@ -77,7 +77,7 @@ pub async fn reconcile(
     }
     input.rejected_edit = Some(why);
     let st = status::compute(&input);
-    super::write_status(ctx, &name, &ns, &st).await?;
+    super::write_status_if_changed(ctx, cluster, &st).await?;
     // Roles keep being followed at the usual pace until the spec is fixed.
     Ok(Action::requeue(Duration::from_secs(5)))
 }

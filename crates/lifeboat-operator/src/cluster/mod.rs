@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -28,6 +28,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use lifeboat_api::dataprotection::v1alpha1::{BackupPolicy, BackupSchedule};
 use lifeboat_api::labels;
 use lifeboat_api::{Cluster, Restore};
 use tracing::Instrument;
@@ -52,11 +53,16 @@ pub async fn run(
     let client = ctx.client.clone();
     let clusters: Api<DeserializeGuard<Cluster>> = Api::all(client.clone());
     let wc = watcher::Config::default();
-    let owned = watcher::Config::default().labels(&format!(
-        "{}={}",
-        labels::MANAGED_BY,
-        labels::MANAGED_BY_VALUE
-    ));
+    let owned = watcher::Config::default().labels(&owned_selector());
+    // The metadata of the objects every pass would re-apply, so that unchanged ones are not.
+    let applied = &ctx.applied;
+    let watches = [
+        tokio::spawn(applied.watch::<ConfigMap>(client.clone(), &owned_selector())),
+        tokio::spawn(applied.watch::<Service>(client.clone(), &owned_selector())),
+        tokio::spawn(applied.watch::<StatefulSet>(client.clone(), &owned_selector())),
+        tokio::spawn(applied.watch::<BackupPolicy>(client.clone(), &owned_selector())),
+        tokio::spawn(applied.watch::<BackupSchedule>(client.clone(), &owned_selector())),
+    ];
     Controller::new(clusters, wc)
         .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
         .owns(Api::<Job>::all(client.clone()), owned.clone())
@@ -73,6 +79,13 @@ pub async fn run(
             }
         })
         .await;
+    for w in watches {
+        w.abort();
+    }
+}
+
+fn owned_selector() -> String {
+    format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
 }
 
 async fn reconcile_guarded(
@@ -205,22 +218,30 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         pods: &ctx.config.pods,
     };
 
-    // The password is created once and never re-applied.
-    if kubeapi::create_if_absent(
-        &ctx.client,
-        &build::account_secret(&input, build::generate_password()),
-    )
-    .await?
-    {
-        tracing::info!(cluster = %name, "created account secret");
-    }
-    let password = read_password(ctx, &ns, &input.secret_name()).await?;
+    // The password is created once and never re-applied. Read first: a create refused as a
+    // conflict on every pass would be a write request every few seconds.
+    let password = match read_password_opt(ctx, &ns, &input.secret_name()).await? {
+        Some(p) => p,
+        None => {
+            if kubeapi::create_if_absent(
+                &ctx.client,
+                &build::account_secret(&input, build::generate_password()),
+            )
+            .await?
+            {
+                tracing::info!(cluster = %name, "created account secret");
+            }
+            read_password(ctx, &ns, &input.secret_name()).await?
+        }
+    };
 
     let mut restore_state = refused.map_or(RestoreState::None, RestoreState::Refused);
     for comp in &valid.components {
-        kubeapi::apply(&ctx.client, &build::config_map(&input, comp)).await?;
-        kubeapi::apply(&ctx.client, &build::headless_service(&input, comp)).await?;
-        kubeapi::apply(&ctx.client, &build::client_service(&input, comp)).await?;
+        let applied = &ctx.applied;
+        kubeapi::apply_changed(&ctx.client, applied, &build::config_map(&input, comp)).await?;
+        kubeapi::apply_changed(&ctx.client, applied, &build::headless_service(&input, comp))
+            .await?;
+        kubeapi::apply_changed(&ctx.client, applied, &build::client_service(&input, comp)).await?;
         if comp.def.kind == ComponentKind::Data {
             let policy = crate::backup::policy::default_policy(
                 cluster,
@@ -228,11 +249,11 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
                 &input.secret_name(),
                 crate::schedule::for_cluster::repo(cluster),
             );
-            kubeapi::apply(&ctx.client, &policy).await?;
+            kubeapi::apply_changed(&ctx.client, applied, &policy).await?;
             if let Some(backup) = &cluster.spec.backup {
                 let schedule =
                     crate::schedule::for_cluster::schedule(cluster, &comp.spec.name, backup);
-                kubeapi::apply(&ctx.client, &schedule).await?;
+                kubeapi::apply_changed(&ctx.client, applied, &schedule).await?;
             }
         }
 
@@ -283,12 +304,22 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         };
         if workload_allowed {
             let mut built = build::statefulset(&comp_input, comp);
-            if let Some(existing) =
-                kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?
-            {
-                build::keep_claim_templates(&mut built, &existing);
+            let existing = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?;
+            if let Some(existing) = &existing {
+                build::keep_claim_templates(&mut built, existing);
             }
-            let sts = kubeapi::apply(&ctx.client, &built).await?;
+            let sts = match (
+                kubeapi::apply_changed(&ctx.client, &ctx.applied, &built).await?,
+                existing,
+            ) {
+                (Some(answered), _) => answered,
+                (None, Some(unchanged)) => unchanged,
+                // The watch saw it, but the read just now did not: gone since; applied again.
+                (None, None) => {
+                    ctx.applied.forget(&built);
+                    kubeapi::apply(&ctx.client, &built).await?
+                }
+            };
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
         } else if let Some(sts) =
@@ -311,7 +342,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         Some(lifeboat_api::ClusterPhase::Failed) => Duration::from_secs(60),
         _ => Duration::from_secs(5),
     };
-    write_status(ctx, &name, &ns, &st).await?;
+    write_status_if_changed(ctx, cluster, &st).await?;
     Ok(Action::requeue(requeue))
 }
 
@@ -336,6 +367,19 @@ fn merge_restore(a: RestoreState, b: RestoreState) -> RestoreState {
         (Refused(m), _) | (_, Refused(m)) => Refused(m),
         (None, None) => None,
     }
+}
+
+/// Writes the status unless the Cluster already shows it (see [`status::needs_write`]).
+async fn write_status_if_changed(
+    ctx: &Context,
+    cluster: &Cluster,
+    st: &lifeboat_api::ClusterStatus,
+) -> Result<()> {
+    if !status::needs_write(cluster.status.as_ref(), st) {
+        return Ok(());
+    }
+    let ns = cluster.namespace().unwrap_or_default();
+    write_status(ctx, &cluster.name_any(), &ns, st).await
 }
 
 async fn write_status(
@@ -372,16 +416,24 @@ pub async fn component_pods(
 }
 
 async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> {
-    let s: Secret = kubeapi::get_opt(&ctx.client, ns, secret)
+    read_password_opt(ctx, ns, secret)
         .await?
         .ok_or_else(|| Error::MissingField {
             object: format!("Secret {ns}/{secret}"),
             field: "data (the Secret is missing)",
-        })?;
+        })
+}
+
+/// The password, `None` when the Secret does not exist; an error when it exists without one.
+async fn read_password_opt(ctx: &Context, ns: &str, secret: &str) -> Result<Option<String>> {
+    let Some(s) = kubeapi::get_opt::<Secret>(&ctx.client, ns, secret).await? else {
+        return Ok(None);
+    };
     s.data
         .as_ref()
         .and_then(|d| d.get(build::PASSWORD_KEY))
         .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .map(Some)
         .ok_or_else(|| Error::MissingField {
             object: format!("Secret {ns}/{secret}"),
             field: "data.password",
@@ -407,9 +459,7 @@ async fn fail_invalid(
     }
     input.invalid = Some(msg);
     let st = status::compute(&input);
-    let name = cluster.name_any();
-    let ns = cluster.namespace().unwrap_or_default();
-    write_status(ctx, &name, &ns, &st).await?;
+    write_status_if_changed(ctx, cluster, &st).await?;
     Ok(Action::await_change())
 }
 

@@ -254,6 +254,13 @@ pub fn compute(input: &StatusInput) -> ClusterStatus {
     st
 }
 
+/// Whether the computed status must be written: not when the Cluster already shows it. An idle
+/// Cluster's every pass computes the status it has (conditions keep their transition times), so
+/// following its roles costs no write.
+pub fn needs_write(current: Option<&ClusterStatus>, next: &ClusterStatus) -> bool {
+    current != Some(next)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,5 +411,29 @@ mod tests {
         assert_eq!(fixed.message, None);
         let c = conditions::get(&fixed.conditions, APPLY_RESOURCES).expect("condition");
         assert_eq!(c.status, "True");
+    }
+
+    #[test]
+    fn an_unchanged_cluster_needs_no_status_write_on_later_passes() {
+        let comps = vec![comp("falkordb", 2, 2), comp("falkordb-sent", 3, 3)];
+        let first = compute(&input(RestoreState::None, comps.clone()));
+        assert!(
+            needs_write(None, &first),
+            "a Cluster without status gets one"
+        );
+        // A later pass, later in time, over the same observation.
+        let mut again = input(RestoreState::None, comps.clone());
+        again.previous = first.clone();
+        again.now = Time(Timestamp::from_second(1_800_000_600).expect("t"));
+        let second = compute(&again);
+        assert!(!needs_write(Some(&first), &second), "{first:?}\n{second:?}");
+        // Anything observed that changes it is written: a pod no longer ready.
+        let mut degraded = again.clone();
+        degraded.components = vec![comp("falkordb", 1, 2), comp("falkordb-sent", 3, 3)];
+        assert!(needs_write(Some(&first), &compute(&degraded)));
+        // So is a new generation.
+        let mut edited = again;
+        edited.generation = Some(4);
+        assert!(needs_write(Some(&first), &compute(&edited)));
     }
 }

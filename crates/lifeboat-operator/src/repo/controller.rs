@@ -138,18 +138,21 @@ async fn reconcile(repo: &BackupRepo, ctx: &Context) -> Result<Action> {
     if repo.spec.storage_provider_ref == "pvc" {
         st.backup_pvc_name = Some(naming::repo_pvc(&name));
     }
-    let status = write(&st, &name)?;
-    Api::<BackupRepo>::all(ctx.client.clone())
-        .patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&status),
-        )
-        .await
-        .map_err(Error::kube(
-            "updating status of",
-            format!("BackupRepo {name}"),
-        ))?;
+    // A probe that finds what the status already says writes nothing.
+    if repo.status.as_ref() != Some(&st) {
+        let status = write(&st, &name)?;
+        Api::<BackupRepo>::all(ctx.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&status),
+            )
+            .await
+            .map_err(Error::kube(
+                "updating status of",
+                format!("BackupRepo {name}"),
+            ))?;
+    }
     // Namespaces that stopped using the repo lose its copies; checked on every probe, since
     // nothing about the repo itself changes when a namespace's last Backup goes.
     copies::sweep(ctx, repo).await?;
