@@ -236,8 +236,15 @@ impl Error {
                 ..
             } if s.code == 404 => 3,
             Error::Connect(_) | Error::Api { .. } => 4,
-            Error::Status(restore_status::StatusError::NotFound { .. }) => 3,
-            Error::Status(restore_status::StatusError::Connect(_)) => 4,
+            Error::Status(
+                restore_status::StatusError::NotFound { .. }
+                | restore_status::StatusError::NotServed { .. },
+            ) => 3,
+            Error::Status(
+                restore_status::StatusError::Connect(_)
+                | restore_status::StatusError::GetCluster { .. }
+                | restore_status::StatusError::ListRestores { .. },
+            ) => 4,
             _ => 1,
         }
     }

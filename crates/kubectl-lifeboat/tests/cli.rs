@@ -200,3 +200,31 @@ fn a_bad_timeout_is_a_usage_error_naming_the_value() {
         shown(&out)
     );
 }
+
+/// Scripts tell "the API cannot be reached" (4) from "it failed" (1), for `restore-status` as for
+/// every other command that reads a Cluster.
+#[test]
+fn an_unreachable_api_server_exits_4_for_every_read_command() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    // Port 1 on loopback: nothing listens, so the connection is refused at once.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: k, cluster: {server: \"http://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: c, context: {cluster: k, user: u, namespace: demo}}]\n",
+    )
+    .expect("write kubeconfig");
+    let path = kubeconfig.to_str().expect("utf-8 path");
+    for command in [
+        &["restore-status", "fdb"][..],
+        &["status", "fdb"],
+        &["backups"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--kubeconfig", path]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(4), "{command:?}: {}", shown(&out));
+    }
+}
