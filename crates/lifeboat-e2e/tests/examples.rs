@@ -303,3 +303,245 @@ async fn the_api_server_accepts_every_example() -> Result<()> {
     })
     .await
 }
+
+/// Runs `kubectl apply -n NAMESPACE -f -` on `manifest`, failing with kubectl's output.
+async fn kubectl_apply(namespace: &str, what: &str, manifest: &str) -> Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(kubectl())
+        .args(["apply", "-n", namespace, "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {} (set KUBECTL)", kubectl().display()))?;
+    let mut stdin = child.stdin.take().context("kubectl's stdin")?;
+    stdin.write_all(manifest.as_bytes()).await?;
+    drop(stdin);
+    let out = child.wait_with_output().await?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        shown(&format!("kubectl apply -n {namespace} -f {what}"), &out)
+    );
+    eprintln!(
+        "kubectl apply -n {namespace} -f {what}: {}",
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .replace('\n', "; ")
+    );
+    Ok(())
+}
+
+fn example(name: &str) -> Result<String> {
+    let path = root().join("examples").join(name);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The S3 repo example with its placeholders filled in for the bed's MinIO, as the user guide
+/// tells a reader to fill them in for their store.
+fn s3_example_for_the_bed() -> Result<String> {
+    let creds = lifeboat_e2e::s3::bed_credentials()?;
+    let text = example("backuprepo-s3.yaml")?;
+    for placeholder in [
+        "PLACEHOLDER-ACCESS-KEY-ID",
+        "PLACEHOLDER-SECRET-ACCESS-KEY",
+        "bucket: my-backups",
+        "endpoint: https://s3.eu-west-1.amazonaws.com",
+        "region: eu-west-1",
+    ] {
+        ensure!(
+            text.contains(placeholder),
+            "examples/backuprepo-s3.yaml no longer holds {placeholder:?}; update this test with it"
+        );
+    }
+    Ok(text
+        .replace("PLACEHOLDER-ACCESS-KEY-ID", &creds.access_key_id)
+        .replace("PLACEHOLDER-SECRET-ACCESS-KEY", &creds.secret_access_key)
+        .replace(
+            "bucket: my-backups",
+            &format!("bucket: {}", lifeboat_e2e::s3::BED_BUCKET),
+        )
+        .replace(
+            "endpoint: https://s3.eu-west-1.amazonaws.com",
+            &format!("endpoint: {}", lifeboat_e2e::s3::BED_ENDPOINT),
+        )
+        .replace("region: eu-west-1", "region: us-east-1"))
+}
+
+/// The user guide's path, with the example files as they are: a FalkorDB Cluster and a Redis
+/// one run; the S3 repo (the default one) becomes Ready; `backup.yaml` backs the Cluster up; the
+/// schedule is accepted; with the source gone, `restore-spec.yaml` and `restore-annotation.yaml`
+/// each bring the data back, verified, replicas included.
+#[tokio::test]
+async fn the_examples_run_back_up_and_restore_as_the_user_guide_says() -> Result<()> {
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use kube::Api;
+    use kube::api::DeleteParams;
+    use lifeboat_api::dataprotection::v1alpha1::{BackupPhase, BackupRepoPhase, BackupSchedule};
+    use lifeboat_api::{Cluster, ClusterPhase};
+    use lifeboat_e2e::lifeboat::{CLUSTER_TIMEOUT, redis_cli, wait_phase};
+    use lifeboat_e2e::{poll, s3, scenario};
+    use std::time::Duration;
+
+    const OPERATOR_NS: &str = "lifeboat-system";
+    let client = lifeboat_e2e::client().await?;
+    let defaults = scenario::default_repos(&client).await?;
+    ensure!(
+        defaults.is_empty(),
+        "the bed already has default BackupRepos {defaults:?}; the S3 example is marked default, and two defaults are ambiguous"
+    );
+    let s3_file = s3_example_for_the_bed()?;
+    let body = |ns: lifeboat_e2e::TestNamespace| async move {
+        let n = ns.name.as_str();
+        kubectl_apply(
+            OPERATOR_NS,
+            "examples/backuprepo-s3.yaml (bed endpoint and credentials)",
+            &s3_file,
+        )
+        .await?;
+        kubectl_apply(
+            n,
+            "examples/falkordb-replication.yaml",
+            &example("falkordb-replication.yaml")?,
+        )
+        .await?;
+        kubectl_apply(
+            n,
+            "examples/redis-standalone.yaml",
+            &example("redis-standalone.yaml")?,
+        )
+        .await?;
+        s3::wait_repo(
+            &ns.client,
+            "s3-backups",
+            BackupRepoPhase::Ready,
+            Duration::from_secs(90),
+        )
+        .await?;
+        wait_phase(&ns, "fdb", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+        wait_phase(&ns, "cache", ClusterPhase::Running, CLUSTER_TIMEOUT).await?;
+
+        let pods: Api<Pod> = ns.api();
+        redis_cli(&pods, "cache-redis-0", "SET example:key served").await?;
+        let got = redis_cli(&pods, "cache-redis-0", "GET example:key").await?;
+        ensure!(
+            got.trim() == "served",
+            "the Redis example does not serve: GET returned {got:?}"
+        );
+
+        let written = scenario::write_dataset(&ns, "fdb", 300, 64).await?;
+        kubectl_apply(n, "examples/backup.yaml", &example("backup.yaml")?).await?;
+        let backup = scenario::wait_backup(
+            &ns,
+            "fdb-backup-1",
+            BackupPhase::Completed,
+            Duration::from_secs(300),
+        )
+        .await?;
+        scenario::ensure_backup_holds(&backup, &written)?;
+        let repo = backup
+            .status
+            .as_ref()
+            .and_then(|s| s.backup_repo_name.clone());
+        ensure!(
+            repo.as_deref() == Some("s3-backups"),
+            "fdb-backup-1 went to {repo:?}, not the default repo s3-backups"
+        );
+
+        kubectl_apply(
+            n,
+            "examples/backupschedule.yaml",
+            &example("backupschedule.yaml")?,
+        )
+        .await?;
+        let schedules: Api<BackupSchedule> = ns.api();
+        poll(
+            "BackupSchedule fdb-nightly to be Available with its next time",
+            Duration::from_secs(60),
+            || async {
+                let st = schedules
+                    .get("fdb-nightly")
+                    .await?
+                    .status
+                    .unwrap_or_default();
+                let next = st
+                    .schedules
+                    .get("nightly")
+                    .and_then(|s| s.next_schedule_time.clone());
+                Ok(match (st.phase, next) {
+                    (
+                        Some(
+                            lifeboat_api::dataprotection::v1alpha1::BackupSchedulePhase::Available,
+                        ),
+                        Some(t),
+                    ) => Ok(t),
+                    (p, t) => Err(format!(
+                        "phase {p:?}, next {t:?}, reason {:?}",
+                        st.failure_reason
+                    )),
+                })
+            },
+        )
+        .await?;
+
+        // The source goes first: the restores need only the Backup, and the bed's two cores
+        // need the room.
+        let clusters: Api<Cluster> = ns.api();
+        for c in ["fdb", "cache"] {
+            clusters.delete(c, &DeleteParams::default()).await?;
+        }
+        for c in ["fdb", "cache"] {
+            poll(
+                &format!("Cluster {c} to be gone"),
+                Duration::from_secs(180),
+                || async {
+                    Ok(match clusters.get_opt(c).await? {
+                        None => Ok(()),
+                        Some(_) => Err("still there".to_string()),
+                    })
+                },
+            )
+            .await?;
+        }
+        kubectl_apply(
+            n,
+            "examples/restore-spec.yaml",
+            &example("restore-spec.yaml")?,
+        )
+        .await?;
+        kubectl_apply(
+            n,
+            "examples/restore-annotation.yaml",
+            &example("restore-annotation.yaml")?,
+        )
+        .await?;
+        for c in ["fdb-restored", "fdb-restored-legacy"] {
+            wait_phase(&ns, c, ClusterPhase::Running, scenario::RESTORE_TIMEOUT).await?;
+            scenario::assert_restored(&ns, c, &written).await?;
+            scenario::assert_verification(&ns, c).await?;
+            println!("{c}: {}", scenario::restore_report(&ns, c).await?);
+        }
+        // The Backup's data goes with it while the repo is still there.
+        let backups: Api<lifeboat_api::dataprotection::v1alpha1::Backup> = ns.api();
+        backups
+            .delete("fdb-backup-1", &DeleteParams::default())
+            .await?;
+        scenario::wait_backup_gone(&ns, "fdb-backup-1", Duration::from_secs(180)).await
+    };
+    let result = in_namespace("examples-live", body).await;
+    // The repo is cluster-scoped and its Secret lives in the operator's namespace: neither goes
+    // with the test's namespace, and a default repo left behind would change other tests.
+    let repo = s3::delete_repo(&client, "s3-backups").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let secret = match secrets
+        .delete("s3-credentials", &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => {
+            Err(anyhow::Error::from(e).context("deleting Secret lifeboat-system/s3-credentials"))
+        }
+    };
+    result.and(repo).and(secret)
+}

@@ -11,6 +11,7 @@ pub mod context;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod fleet;
 pub mod job_resources;
 pub mod kubeapi;
 pub mod metrics;

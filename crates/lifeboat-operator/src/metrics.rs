@@ -1,6 +1,7 @@
 //! Prometheus metrics, served at `/metrics`.
 
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -52,6 +53,20 @@ pub struct StageLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestoreLabels {
+    pub namespace: String,
+    pub restore: String,
+}
+
+/// Reads the fleet from the controllers' watch caches ([`crate::fleet`]).
+pub type FleetSource = Arc<dyn Fn() -> crate::fleet::Fleet + Send + Sync>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RepoLabels {
     pub backuprepo: String,
 }
@@ -93,6 +108,13 @@ pub struct Metrics {
     pub backup_stage_duration: Family<StageLabels, Histogram>,
     /// 1 while a BackupRepo is Ready.
     pub repo_ready: Family<RepoLabels, Gauge>,
+    /// Clusters by phase, set at every scrape from the watch cache.
+    pub clusters: Family<PhaseLabels, Gauge>,
+    /// Restores not yet Completed or Failed, set at every scrape.
+    pub restores_in_flight: Gauge,
+    /// Each restore in flight's transfer progress (0 to 1), set at every scrape.
+    pub restore_progress: Family<RestoreLabels, Gauge<f64, AtomicU64>>,
+    fleet: RwLock<Option<FleetSource>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -127,6 +149,24 @@ impl Default for Metrics {
         let restore_failures = Family::<StageLabels, Counter>::default();
         let restore_bytes = Counter::default();
         let repo_ready = Family::<RepoLabels, Gauge>::default();
+        let clusters = Family::<PhaseLabels, Gauge>::default();
+        let restores_in_flight = Gauge::default();
+        let restore_progress = Family::<RestoreLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "clusters",
+            "Clusters by phase (Unknown: no status yet), as the operator's watch cache holds them at the scrape",
+            clusters.clone(),
+        );
+        registry.register(
+            "restores_in_flight",
+            "Restores that are neither Completed nor Failed, at the scrape",
+            restores_in_flight.clone(),
+        );
+        registry.register(
+            "restore_progress_ratio",
+            "The transfer progress of each restore in flight, bytes done over bytes total (absent before its first reading)",
+            restore_progress.clone(),
+        );
         let backup_stage_duration = Family::<StageLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.5, 2.0, 16))
         });
@@ -240,6 +280,10 @@ impl Default for Metrics {
             restore_bytes,
             repo_ready,
             backup_stage_duration,
+            clusters,
+            restores_in_flight,
+            restore_progress,
+            fleet: RwLock::new(None),
         }
     }
 }
@@ -340,8 +384,44 @@ impl Metrics {
             .set(i64::try_from(seconds).unwrap_or(i64::MAX));
     }
 
+    /// Where the scrape reads the fleet from; the Cluster controller sets it once its caches run.
+    pub fn set_fleet_source(&self, source: FleetSource) {
+        if let Ok(mut f) = self.fleet.write() {
+            *f = Some(source);
+        }
+    }
+
+    /// Sets the fleet gauges from `fleet`. The per-restore series are rebuilt, so a restore that
+    /// ended or was deleted has none.
+    pub fn show_fleet(&self, fleet: &crate::fleet::Fleet) {
+        for (phase, n) in &fleet.clusters {
+            self.clusters
+                .get_or_create(&PhaseLabels {
+                    phase: (*phase).to_owned(),
+                })
+                .set(*n);
+        }
+        self.restores_in_flight
+            .set(i64::try_from(fleet.restores.len()).unwrap_or(i64::MAX));
+        self.restore_progress.clear();
+        for r in &fleet.restores {
+            if let Some(ratio) = r.ratio {
+                self.restore_progress
+                    .get_or_create(&RestoreLabels {
+                        namespace: r.namespace.clone(),
+                        restore: r.restore.clone(),
+                    })
+                    .set(ratio);
+            }
+        }
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
+        let source = self.fleet.read().ok().and_then(|f| f.clone());
+        if let Some(source) = source {
+            self.show_fleet(&source());
+        }
         let mut out = String::new();
         let registry = match self.registry.lock() {
             Ok(r) => r,
@@ -414,6 +494,14 @@ mod tests {
         m.backup_verified("ns", "c", 1);
         m.drill("ns", "failed");
         m.drill_duration.observe(1.0);
+        m.show_fleet(&crate::fleet::Fleet {
+            clusters: crate::fleet::PHASES.iter().map(|p| (*p, 0)).collect(),
+            restores: vec![crate::fleet::RestoreInFlight {
+                namespace: "ns".into(),
+                restore: "r".into(),
+                ratio: Some(0.5),
+            }],
+        });
         let exported = series(&m.encode());
         let rule = include_str!("../../../deploy/helm/lifeboat/templates/prometheusrule.yaml");
         let used = names_used(rule);
@@ -425,5 +513,77 @@ mod tests {
         );
         // The outcomes the alerts select are the ones the controllers count.
         assert!(rule.contains("outcome=\"failed\""));
+
+        // The dashboard's panels, likewise, once every family has a sample.
+        m.restore_failures
+            .get_or_create(&StageLabels {
+                stage: "PrepareData".into(),
+            })
+            .inc();
+        m.restore_stage_duration
+            .get_or_create(&StageLabels {
+                stage: "prepareData".into(),
+            })
+            .observe(1.0);
+        m.repo_ready
+            .get_or_create(&RepoLabels {
+                backuprepo: "r".into(),
+            })
+            .set(1);
+        let exported = series(&m.encode());
+        let dashboard = include_str!("../../../deploy/helm/lifeboat/dashboards/lifeboat.json");
+        let used = names_used(dashboard);
+        assert!(
+            used.len() >= 10,
+            "the dashboard names too few series: {used:?}"
+        );
+        // Descriptions may name a histogram by its family name.
+        let missing: Vec<_> = used
+            .iter()
+            .filter(|n| !exported.contains(*n) && !exported.contains(&format!("{n}_bucket")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "the dashboard names {missing:?}, which the operator does not export; it exports {exported:?}"
+        );
+    }
+
+    #[test]
+    fn fleet_gauges_follow_the_caches_and_leave_no_series_behind() {
+        let m = Metrics::default();
+        let fleet = |ratios: &[(&str, Option<f64>)]| crate::fleet::Fleet {
+            clusters: crate::fleet::PHASES
+                .iter()
+                .map(|p| (*p, i64::from(*p == "Running") * 3))
+                .collect(),
+            restores: ratios
+                .iter()
+                .map(|(r, ratio)| crate::fleet::RestoreInFlight {
+                    namespace: "ns".into(),
+                    restore: (*r).into(),
+                    ratio: *ratio,
+                })
+                .collect(),
+        };
+        m.show_fleet(&fleet(&[("a", Some(0.25)), ("b", None)]));
+        let text = m.encode();
+        assert!(
+            text.contains("lifeboat_clusters{phase=\"Running\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lifeboat_clusters{phase=\"Failed\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("lifeboat_restores_in_flight 2"), "{text}");
+        assert!(
+            text.contains("lifeboat_restore_progress_ratio{namespace=\"ns\",restore=\"a\"} 0.25"),
+            "{text}"
+        );
+        // "a" ended: its series goes.
+        m.show_fleet(&fleet(&[]));
+        let text = m.encode();
+        assert!(text.contains("lifeboat_restores_in_flight 0"), "{text}");
+        assert!(!text.contains("restore=\"a\""), "{text}");
     }
 }

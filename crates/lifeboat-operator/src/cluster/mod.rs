@@ -26,7 +26,7 @@ use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPolicy, BackupSchedule};
 use lifeboat_api::labels;
@@ -63,13 +63,34 @@ pub async fn run(
         tokio::spawn(applied.watch::<BackupPolicy>(client.clone(), &owned_selector())),
         tokio::spawn(applied.watch::<BackupSchedule>(client.clone(), &owned_selector())),
     ];
-    Controller::new(clusters, wc)
+    let controller = Controller::new(clusters, wc)
         .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
         .owns(Api::<Job>::all(client.clone()), owned.clone())
         .owns(
             Api::<Restore>::all(client.clone()),
             watcher::Config::default(),
+        );
+    // The fleet gauges are read from the caches at each scrape (crate::fleet).
+    let cluster_cache = controller.store();
+    let (restore_cache, restore_writer) = reflector::store::<Restore>();
+    let restore_watch = tokio::spawn(
+        watcher(
+            Api::<Restore>::all(client.clone()),
+            watcher::Config::default(),
         )
+        .default_backoff()
+        .reflect(restore_writer)
+        .for_each(|_| async {}),
+    );
+    ctx.metrics.set_fleet_source(Arc::new(move || {
+        let clusters = cluster_cache.state();
+        let restores = restore_cache.state();
+        crate::fleet::of(
+            clusters.iter().filter_map(|c| c.0.as_ref().ok()),
+            restores.iter().map(AsRef::as_ref),
+        )
+    }));
+    controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile_guarded, error_policy, ctx)
@@ -82,6 +103,7 @@ pub async fn run(
     for w in watches {
         w.abort();
     }
+    restore_watch.abort();
 }
 
 fn owned_selector() -> String {
