@@ -62,7 +62,7 @@ pub async fn probe_s3(t: &S3Target<'_>) -> Result<(), String> {
             PROBE_TIMEOUT.as_secs()
         )),
         Ok(Err(e)) => {
-            let detail = one_line(&e);
+            let detail = without_timings(&one_line(&e));
             Err(format!(
                 "listing bucket {} at endpoint {} failed: {}",
                 s3.bucket,
@@ -93,6 +93,41 @@ fn s3_error(detail: &str) -> Option<String> {
     Some(format!("{status}{code}: {message}"))
 }
 
+/// `detail` without the client's request timings (`… GET http://h/b in 5.2ms …`, `after 0
+/// retries in 1.3s`). The message goes into the repo's status, and a message that differs on
+/// every probe made every probe a status write, whose watch event started the next probe at
+/// once: a repo whose store was down wrote its status ten times a second.
+fn without_timings(detail: &str) -> String {
+    const UNITS: &[&str] = &["ns", "µs", "us", "ms", "s"];
+    let mut out = String::with_capacity(detail.len());
+    let mut rest = detail;
+    while let Some(i) = rest.find(" in ") {
+        let after = &rest[i + 4..];
+        let number = after
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(after.len());
+        let unit = UNITS.iter().find(|u| {
+            after[number..].starts_with(**u)
+                && !after[number + u.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric)
+        });
+        match unit {
+            Some(u) if number > 0 => {
+                out.push_str(&rest[..i]);
+                rest = &after[number + u.len()..];
+            }
+            _ => {
+                out.push_str(&rest[..i + 4]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The error and its causes on one line, as a status message must be.
 fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
@@ -120,6 +155,27 @@ mod tests {
             Some(
                 "403 Forbidden SignatureDoesNotMatch: The request signature we calculated does not match."
             )
+        );
+    }
+
+    #[test]
+    fn request_timings_are_left_out_so_that_a_failing_store_gives_one_message() {
+        let at = |t: &str| {
+            format!(
+                "Generic S3 error: Error after 0 retries in {t}, max_retries:0, retry_timeout:10s, source:error sending request for url (http://10.200.0.1:39123/doomed?list-type=2): Error performing GET http://10.200.0.1:39123/doomed in {t} - tcp connect error: Connection refused (os error 111)"
+            )
+        };
+        let a = without_timings(&at("1.618ms"));
+        assert_eq!(a, without_timings(&at("27.5µs")));
+        assert_eq!(a, without_timings(&at("2s")));
+        assert_eq!(
+            a,
+            "Generic S3 error: Error after 0 retries, max_retries:0, retry_timeout:10s, source:error sending request for url (http://10.200.0.1:39123/doomed?list-type=2): Error performing GET http://10.200.0.1:39123/doomed - tcp connect error: Connection refused (os error 111)"
+        );
+        // Words after " in " are kept.
+        assert_eq!(
+            without_timings("bucket b in 5 regions in 3smart ways"),
+            "bucket b in 5 regions in 3smart ways"
         );
     }
 
