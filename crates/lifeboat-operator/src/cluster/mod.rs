@@ -327,23 +327,19 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         if workload_allowed {
             let mut built = build::statefulset(&comp_input, comp);
             let existing = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?;
-            if let Some(existing) = &existing {
-                build::keep_claim_templates(&mut built, existing);
+            match &existing {
+                Some(existing) => build::keep_claim_templates(&mut built, existing),
+                // Gone since the watch last saw it, or never made: sent whatever it says.
+                None => ctx.applied.forget(&built),
             }
-            let sts = match (
-                kubeapi::apply_changed(&ctx.client, &ctx.applied, &built).await?,
-                existing,
-            ) {
-                (Some(answered), _) => answered,
-                (None, Some(unchanged)) => unchanged,
-                // The watch saw it, but the read just now did not: gone since; applied again.
-                (None, None) => {
-                    ctx.applied.forget(&built);
-                    kubeapi::apply(&ctx.client, &built).await?
-                }
-            };
+            let sts = kubeapi::apply_changed(&ctx.client, &ctx.applied, &built)
+                .await?
+                .or(existing);
             obs.workload = true;
-            obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+            obs.ready_replicas = sts
+                .and_then(|s| s.status)
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0);
         } else if let Some(sts) =
             kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?
         {
