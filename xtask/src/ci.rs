@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: everything CI runs, in order, each stage timed: fmt, clippy, CRD and chart
-//! drift, the workspace tests, then on the test bed the demo's scenario and the e2e tiers.
+//! drift, the workspace tests, the fuzz smoke runs and the simulation, then on the test bed the
+//! demo's scenario and the e2e tiers.
 
 use std::process::Command;
 
@@ -8,7 +9,7 @@ use clap::Args;
 
 use crate::paths::workspace_root;
 use crate::run::{stage, status};
-use crate::{crdgen, demo, deploy, helm, rbac, testbed};
+use crate::{crdgen, demo, deploy, fuzz, helm, rbac, sim, testbed};
 
 #[derive(Args)]
 pub struct CiArgs {
@@ -48,6 +49,10 @@ pub fn run(args: CiArgs) -> Result<()> {
             "lifeboat-e2e",
         ])
     })?;
+    // Every parser of input Lifeboat did not write, 20 seconds each from its seeds.
+    stage("fuzz smoke", fuzz::run_smoke)?;
+    // 10,000 randomized schedules of the Cluster controller, and each planted bug caught.
+    stage("simulation", sim::ci)?;
     if args.no_testbed {
         return Ok(());
     }

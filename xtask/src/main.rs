@@ -9,10 +9,12 @@ mod ci;
 mod crdgen;
 mod demo;
 mod deploy;
+mod fuzz;
 mod helm;
 mod paths;
 mod rbac;
 mod run;
+mod sim;
 mod testbed;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +42,11 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Render or check the Helm chart's plain manifest.
     Helm(helm::HelmArgs),
+    /// Run the fuzz targets under fuzz/ for a bounded time each (docs/fuzzing.md).
+    Fuzz(fuzz::FuzzArgs),
+    /// Randomized schedules of the Cluster controller against an in-memory API, and the proof
+    /// that they catch planted bugs (docs/simulation.md).
+    Sim(sim::SimArgs),
     /// Rebuild the project's images and deploy Lifeboat onto the running test bed.
     Deploy,
     /// Check the operator's ClusterRole and Role against its requests in the bed's audit log.
@@ -54,6 +61,8 @@ fn main() -> anyhow::Result<()> {
         Task::Testbed(args) => testbed::run(args),
         Task::Bench(args) => bench::run(args),
         Task::Helm(args) => helm::run(args),
+        Task::Fuzz(args) => fuzz::run(args),
+        Task::Sim(args) => sim::run(args),
         Task::Deploy => testbed::images().and_then(|()| deploy::operator()),
         Task::Rbac(args) => rbac::check(args.since),
     }

@@ -217,9 +217,16 @@ impl Manifest {
                 )));
             }
         }
-        let total: u64 = self.objects.iter().map(|o| o.size).sum();
-        let stored: u64 = self.objects.iter().map(|o| o.stored_size).sum();
-        if total != self.total_size || stored != self.stored_size {
+        // Checked: sizes that overflow when added cannot describe real objects, and a wrapped
+        // sum could equal the stated total.
+        let sum = |f: fn(&ObjectEntry) -> u64| {
+            self.objects
+                .iter()
+                .try_fold(0u64, |acc, o| acc.checked_add(f(o)))
+        };
+        if sum(|o| o.size) != Some(self.total_size)
+            || sum(|o| o.stored_size) != Some(self.stored_size)
+        {
             return Err(bad(
                 "totalSize/storedSize disagree with the object list".to_string()
             ));
@@ -291,6 +298,22 @@ mod tests {
                 attempts: 1,
             },
         }
+    }
+
+    #[test]
+    fn sizes_whose_sum_wraps_are_refused_not_wrapped() {
+        let mut m = sample();
+        let mut second = m.objects[0].clone();
+        second.name = "users.acl".into();
+        second.key = "objects/users.acl.zst".into();
+        second.role = Role::Acl;
+        // 100 + (2^64 - 1) wraps to 99.
+        second.size = u64::MAX;
+        m.objects.push(second);
+        m.total_size = 99;
+        m.stored_size = 80;
+        let err = Manifest::parse("b1", &m.to_json().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("totalSize"), "{err}");
     }
 
     #[test]

@@ -624,6 +624,36 @@ async fn download_inner(
     Ok(())
 }
 
+/// What the frame reader made of one stored object, read from a local file: see
+/// [`read_stored_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameReport {
+    /// Stored bytes read.
+    pub stored_bytes: u64,
+    /// Uncompressed bytes written to the destination.
+    pub raw_bytes: u64,
+    /// Why the stored bytes are not a sequence of checked frames; `None` when they are.
+    pub error: Option<String>,
+}
+
+/// Runs restore's frame reader (split into frames, decompress in parallel, write in order) over
+/// a stored object in a local file, with no manifest to compare against. Restore reaches the
+/// same code through [`download`]; this entry exists for the fuzz target of the reader.
+pub fn read_stored_file(
+    stored: &std::path::Path,
+    dest: &std::path::Path,
+    max_frame: u64,
+    check: ContentCheck,
+) -> Result<FrameReport> {
+    let f = std::fs::File::open(stored).map_err(|e| Error::local_io("reading", stored, e))?;
+    let c = consume(Input::File(f), dest, 2, max_frame, check)?;
+    Ok(FrameReport {
+        stored_bytes: c.stored_n,
+        raw_bytes: c.raw_n,
+        error: c.decompress_err,
+    })
+}
+
 struct Consumed {
     stored_n: u64,
     stored_sha: String,

@@ -45,6 +45,26 @@ impl Default for Config {
     }
 }
 
+/// The time the controllers read. The system clock, except in a simulation, which sets it to
+/// move schedules past deadlines without waiting for them.
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Option<Arc<std::sync::atomic::AtomicI64>>);
+
+impl Clock {
+    /// A clock that reads `seconds` (since the Unix epoch), as its owner sets them.
+    pub fn manual(seconds: Arc<std::sync::atomic::AtomicI64>) -> Self {
+        Clock(Some(seconds))
+    }
+
+    pub fn now(&self) -> jiff::Timestamp {
+        match &self.0 {
+            None => jiff::Timestamp::now(),
+            Some(s) => jiff::Timestamp::from_second(s.load(std::sync::atomic::Ordering::Acquire))
+                .unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+        }
+    }
+}
+
 /// Shared by all reconciles.
 #[derive(Clone)]
 pub struct Context {
@@ -58,6 +78,8 @@ pub struct Context {
     pub config: Config,
     /// What was applied, so that an apply that would change nothing is not sent.
     pub applied: Arc<crate::applied::Applied>,
+    /// What "now" is for deadlines and recorded times.
+    pub clock: Clock,
 }
 
 impl Context {
@@ -70,6 +92,7 @@ impl Context {
             metrics,
             config,
             applied: Arc::default(),
+            clock: Clock::default(),
         }
     }
 

@@ -17,6 +17,7 @@ pub mod kubeapi;
 pub mod metrics;
 pub mod mover_env;
 pub mod mover_output;
+pub mod mutation;
 pub mod naming;
 pub mod ownership;
 pub mod progress;

@@ -7,12 +7,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Whether `meta` carries an owner reference to the object with `uid`.
 pub fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
+    if crate::mutation::active(crate::mutation::Mutation::SkipUidCheck) {
+        return true;
+    }
     !uid.is_empty() && meta.owner_references.iter().flatten().any(|o| o.uid == uid)
 }
 
 /// Whether `meta`'s controller (the owner reference marked `controller`) is the object with
 /// `uid`.
 pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    if crate::mutation::active(crate::mutation::Mutation::SkipUidCheck) {
+        return true;
+    }
     !uid.is_empty()
         && meta
             .owner_references
@@ -28,6 +34,9 @@ pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
 
 /// Whether label `key` carries `uid`.
 pub fn labelled(meta: &ObjectMeta, key: &str, uid: &str) -> bool {
+    if crate::mutation::active(crate::mutation::Mutation::SkipUidCheck) {
+        return true;
+    }
     !uid.is_empty() && label(meta, key) == Some(uid)
 }
 

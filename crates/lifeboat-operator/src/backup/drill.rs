@@ -78,7 +78,10 @@ pub fn judge(
         return match line {
             Some(l) if l.matches => Judgement::Passed(format!(
                 "restored into a scratch server by Job/{job}: {} keys and {} graphs match the backup's fingerprint and content digests",
-                l.live.databases.values().map(|d| d.keys).sum::<u64>(),
+                l.live
+                    .databases
+                    .values()
+                    .fold(0u64, |n, d| n.saturating_add(d.keys)),
                 l.live
                     .databases
                     .values()
@@ -401,6 +404,21 @@ mod tests {
                 ]
             },
         }
+    }
+
+    #[test]
+    fn key_counts_that_overflow_when_added_do_not_panic_the_judgement() {
+        let mut l = line(true);
+        let huge = DatabaseFingerprint {
+            keys: u64::MAX,
+            ..Default::default()
+        };
+        l.live.databases.insert(0, huge.clone());
+        l.live.databases.insert(1, huge);
+        assert!(matches!(
+            judge("j", true, None, None, Some(&l)),
+            Judgement::Passed(m) if m.contains(&u64::MAX.to_string())
+        ));
     }
 
     #[test]

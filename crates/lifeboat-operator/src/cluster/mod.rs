@@ -21,7 +21,6 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -139,10 +138,6 @@ fn error_policy(obj: Arc<DeserializeGuard<Cluster>>, err: &Error, ctx: Arc<Conte
     Action::requeue(Duration::from_secs(5))
 }
 
-fn now() -> Time {
-    Time(Timestamp::now())
-}
-
 /// One reconcile of a Cluster.
 pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
     let _timer = ctx.metrics.reconcile(CONTROLLER);
@@ -155,7 +150,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
 
     let previous = cluster.status.clone().unwrap_or_default();
     let mut status_input = StatusInput {
-        now: now(),
+        now: Time(ctx.clock.now()),
         generation: cluster.meta().generation,
         previous,
         invalid: None,

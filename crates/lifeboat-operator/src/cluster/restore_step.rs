@@ -3,7 +3,6 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -178,7 +177,7 @@ pub async fn step(
         .metadata
         .creation_timestamp
         .as_ref()
-        .map_or_else(Timestamp::now, |t| t.0);
+        .map_or_else(|| ctx.clock.now(), |t| t.0);
     let mut restore = kubeapi::get_opt::<Restore>(&ctx.client, &ns, &restore_name).await?;
     if let Some(r) = &restore
         && !leftovers::restore_is_ours(&r.metadata, &cluster_uid)
@@ -186,7 +185,7 @@ pub async fn step(
         // Not ours, so not ours to write to either: the Cluster alone says why it waits.
         let found = [format!("Restore {ns}/{restore_name}")];
         let state =
-            match leftovers::verdict(&found, since, Timestamp::now(), req.prepare_data_deadline) {
+            match leftovers::verdict(&found, since, ctx.clock.now(), req.prepare_data_deadline) {
                 leftovers::Verdict::Fail(why) => RestoreState::Failed(why),
                 leftovers::Verdict::Wait(why) => RestoreState::Running(why),
                 leftovers::Verdict::Clear => RestoreState::Running("validating".into()),
@@ -313,7 +312,7 @@ pub async fn step(
     )
     .await?;
 
-    let now = Time(Timestamp::now());
+    let now = Time(ctx.clock.now());
     let input = Input {
         now: now.clone(),
         req,
@@ -331,6 +330,23 @@ pub async fn step(
         &now,
         &leftovers::verdict(&found, since, now.0, req.prepare_data_deadline),
     );
+
+    // Jobs are built from the Backup's manifest path and its repo. Deleted mid-restore, they can
+    // no longer be built: the restore ends saying so, instead of failing every pass until no
+    // deadline is ever checked again.
+    let wants_jobs =
+        !p.create_pvcs.is_empty() || !p.create_prepare_jobs.is_empty() || p.create_verify_job;
+    if wants_jobs && waiting.is_none() && (backup.is_none() || repo_obj.is_none()) {
+        let what = format!("Backup {}/{}", req.backup_namespace, req.backup_name);
+        p.lost_source(
+            &now,
+            match (&backup, &repo_name) {
+                (None, _) => format!("{what} was deleted during the restore, which still needs it to create its Jobs"),
+                (Some(_), Some(r)) => format!("BackupRepo {r} of {what} was deleted during the restore, which still needs it to create its Jobs"),
+                (Some(_), None) => format!("{what} names no BackupRepo, so the restore cannot create its Jobs"),
+            },
+        );
+    }
 
     // The status goes first: a create that fails below must not lose this pass's record (above
     // all the start time, which every deadline counts from).
@@ -539,7 +555,7 @@ async fn open_gates(ctx: &Context, ns: &str, pods: &[Pod]) -> Result<()> {
                 "status": "True",
                 "reason": "RestoreVerified",
                 "message": "the restored data matches the backup's manifest",
-                "lastTransitionTime": Time(Timestamp::now()),
+                "lastTransitionTime": Time(ctx.clock.now()),
             }]}
         });
         api.patch_status(

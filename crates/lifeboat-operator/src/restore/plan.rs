@@ -171,6 +171,22 @@ impl Plan {
         }
     }
 
+    /// Ends the restore because what it restores from is gone: the Backup, or its repo, was
+    /// deleted while the restore still needed them to create its Jobs.
+    pub fn lost_source(&mut self, now: &Time, why: String) {
+        let condition = if self.create_verify_job {
+            POST_READY
+        } else {
+            PREPARE_DATA
+        };
+        self.fail(now, condition, why);
+        self.open_gates = false;
+        self.completed = false;
+        self.create_pvcs.clear();
+        self.create_prepare_jobs.clear();
+        self.create_verify_job = false;
+    }
+
     /// Ends the restore because the API server refused to create an object it needs, quoting the
     /// server's reason.
     pub fn refused(&mut self, now: &Time, stage: Stage, object: &str, reason: &str) {
@@ -518,6 +534,9 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let limit = input.req.post_ready_deadline;
     let over = secs_between(&prepared, now) > limit.as_secs();
     if let Some(j) = &input.verify_job {
+        if crate::mutation::active(crate::mutation::Mutation::OpenGatesBeforeVerify) {
+            p.open_gates = true;
+        }
         let mut a = action("postReady-verify", backup, j, now);
         if !j.succeeded && j.failed.is_none() {
             p.status.progress = j
@@ -538,6 +557,11 @@ pub fn plan(input: &Input<'_>) -> Plan {
             (false, _, _) => Verdict::Pending,
             // The log could not be read yet: asked again next pass, up to the deadline.
             (true, None, _) => Verdict::Pending,
+            (true, Some(_), None)
+                if crate::mutation::active(crate::mutation::Mutation::CompleteWithoutResult) =>
+            {
+                Verdict::Verified
+            }
             (true, Some(_), None) => Verdict::Refuted(format!(
                 "verification Job/{} succeeded but printed no verification result, so the restore is not verified",
                 j.name
@@ -644,6 +668,19 @@ pub fn plan(input: &Input<'_>) -> Plan {
     }
     let ready = input.pods.iter().filter(|pod| pod.containers_ready).count();
     let want = usize::try_from(input.replicas).unwrap_or(0);
+    // Checked before the verify Job is asked for again: when its create keeps failing, the stage
+    // must still end at its deadline.
+    if input.workload_exists && ready >= want && want > 0 && over {
+        p.fail(
+            now,
+            POST_READY,
+            format!(
+                "postReady did not finish within its deadline of {}: the verification Job could not be created",
+                duration::format(limit)
+            ),
+        );
+        return p;
+    }
     if input.workload_exists && ready >= want && want > 0 {
         p.create_verify_job = true;
         conditions::set(
@@ -1187,6 +1224,63 @@ mod tests {
                 .contains("0 of 2 database pods"),
             "{:?}",
             p4.failed
+        );
+    }
+
+    /// Found by the simulation (seed 847 of `crates/lifeboat-sim`): with every pod up, the plan
+    /// asked for the verify Job again on every pass before looking at the deadline, so a verify
+    /// Job that could never be created (its Backup deleted) held the restore Running forever.
+    #[test]
+    fn a_verify_job_that_cannot_be_created_does_not_hold_post_ready_past_its_deadline() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut i = input(&r, 500);
+        i.pvcs = vec![pvc(0, true), pvc(1, true)];
+        i.prepare_jobs = vec![job(0, true), job(1, true)];
+        let p2 = step(i.clone(), &p1);
+        i.workload_exists = true;
+        i.pods = (0..2)
+            .map(|n| PodObs {
+                name: format!("fdb-falkordb-{n}"),
+                containers_ready: true,
+                stuck: None,
+            })
+            .collect();
+        i.now = at(700);
+        let p3 = step(i.clone(), &p2);
+        assert!(
+            p3.create_verify_job,
+            "within the deadline the Job is asked for"
+        );
+        i.now = at(801);
+        let p4 = step(i, &p3);
+        assert_eq!(p4.status.phase, Some(RestorePhase::Failed));
+        assert!(!p4.create_verify_job);
+        assert!(
+            p4.failed
+                .as_deref()
+                .unwrap_or_default()
+                .contains("could not be created"),
+            "{:?}",
+            p4.failed
+        );
+    }
+
+    #[test]
+    fn a_lost_backup_ends_the_stage_that_needed_it() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let mut p = plan(&input(&r, 0));
+        assert!(!p.create_pvcs.is_empty() || !p.create_prepare_jobs.is_empty());
+        p.lost_source(
+            &at(1),
+            "Backup demo/b was deleted during the restore".into(),
+        );
+        assert_eq!(p.status.phase, Some(RestorePhase::Failed));
+        assert!(p.create_pvcs.is_empty() && p.create_prepare_jobs.is_empty());
+        assert!(
+            p.status.conditions.iter().any(
+                |c| c.type_ == PREPARE_DATA && c.message.contains("deleted during the restore")
+            )
         );
     }
 

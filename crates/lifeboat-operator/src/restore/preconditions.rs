@@ -140,24 +140,50 @@ pub fn check(
     }
 }
 
-/// Bytes in a storage quantity such as `1Gi`, `500Mi` or `2G`.
+/// Bytes in a storage quantity, in Kubernetes' notation: a number with a binary suffix (`1Gi`,
+/// `500Mi`), a decimal one (`2G`, `500M`, `1500m`), an exponent (`1e9`) or none at all
+/// (`1073741824`). `None` for anything else, and for negative sizes. Fractions of a byte are
+/// rounded up, as Kubernetes does for storage.
 pub fn quantity_bytes(q: &Quantity) -> Option<i64> {
     let s = q.0.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
+    // Digits on at least one side of at most one point, as `1`, `1.5`, `.5` and `1.`.
+    if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+        return None;
+    }
     let n: f64 = num.parse().ok()?;
     let mult: f64 = match unit {
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0_f64.powi(4),
+        "" => 1.0,
+        "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
         "G" => 1e9,
         "T" => 1e12,
-        _ => return None,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0_f64.powi(2),
+        "Gi" => 1024.0_f64.powi(3),
+        "Ti" => 1024.0_f64.powi(4),
+        "Pi" => 1024.0_f64.powi(5),
+        "Ei" => 1024.0_f64.powi(6),
+        exp => {
+            let e = exp.strip_prefix(['e', 'E'])?;
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            10f64.powi(e.parse().ok()?)
+        }
     };
-    Some((n * mult) as i64)
+    let bytes = (n * mult).ceil();
+    // A size past i64 cannot be requested; saturating would make it look satisfiable.
+    (bytes.is_finite() && bytes < i64::MAX as f64).then_some(bytes as i64)
 }
 
 #[cfg(test)]
@@ -329,5 +355,20 @@ mod tests {
         assert_eq!(quantity_bytes(&Quantity("1Gi".into())), Some(1 << 30));
         assert_eq!(quantity_bytes(&Quantity("500M".into())), Some(500_000_000));
         assert_eq!(quantity_bytes(&Quantity("lots".into())), None);
+        // Kubernetes' other notations: no suffix, exponents, milli, the large suffixes.
+        assert_eq!(
+            quantity_bytes(&Quantity("1073741824".into())),
+            Some(1 << 30)
+        );
+        assert_eq!(quantity_bytes(&Quantity("1e9".into())), Some(1_000_000_000));
+        assert_eq!(quantity_bytes(&Quantity("1.5Gi".into())), Some(3 << 29));
+        assert_eq!(quantity_bytes(&Quantity("1500m".into())), Some(2));
+        assert_eq!(quantity_bytes(&Quantity("1Pi".into())), Some(1 << 50));
+        assert_eq!(quantity_bytes(&Quantity("+2k".into())), Some(2000));
+        for bad in [
+            "", "Gi", ".", "1.2.3Gi", "-1Gi", "1Gib", "1e", "1e99999", "9Ei",
+        ] {
+            assert_eq!(quantity_bytes(&Quantity(bad.into())), None, "{bad:?}");
+        }
     }
 }

@@ -1,0 +1,50 @@
+//! Known bugs, planted one at a time by the simulation (`crates/lifeboat-sim`) to show that its
+//! invariants catch them. The switches exist only with the `mutations` feature, which only the
+//! simulation enables; without it [`active`] is a constant `false` and the operator is the
+//! operator.
+
+/// A planted bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Open the data pods' readiness gates as soon as the verify Job exists, before its result.
+    OpenGatesBeforeVerify,
+    /// Take any object under this Cluster's names as its own, whatever UID owns it.
+    SkipUidCheck,
+    /// Complete the restore when the verify Job succeeds, without reading its result line.
+    CompleteWithoutResult,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 3] = [
+        Mutation::OpenGatesBeforeVerify,
+        Mutation::SkipUidCheck,
+        Mutation::CompleteWithoutResult,
+    ];
+}
+
+#[cfg(feature = "mutations")]
+static ACTIVE: std::sync::Mutex<Option<Mutation>> = std::sync::Mutex::new(None);
+
+/// Plants `m` (or none). Process-wide: one mutation at a time.
+#[cfg(feature = "mutations")]
+pub fn set(m: Option<Mutation>) {
+    *ACTIVE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = m;
+}
+
+/// Whether `m` is planted.
+pub fn active(m: Mutation) -> bool {
+    #[cfg(feature = "mutations")]
+    {
+        *ACTIVE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            == Some(m)
+    }
+    #[cfg(not(feature = "mutations"))]
+    {
+        let _ = m;
+        false
+    }
+}

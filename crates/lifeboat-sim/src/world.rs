@@ -1,0 +1,307 @@
+//! What the rest of Kubernetes does between two reconciles: the StatefulSet and Job controllers,
+//! the volume binder, the kubelet and the garbage collector, each one step at a time, in the
+//! order the schedule picks. Nothing here decides for Lifeboat; it only makes the world move.
+
+use serde_json::{Value, json};
+
+use crate::store::{Key, Store};
+
+pub fn key(api_version: &str, plural: &str, ns: &str, name: &str) -> Key {
+    Key {
+        api_version: api_version.into(),
+        plural: plural.into(),
+        namespace: Some(ns.into()),
+        name: name.into(),
+    }
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr).and_then(Value::as_str)
+}
+
+fn owner_ref(owner: &Value, kind: &str, api_version: &str) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": str_at(owner, "/metadata/name").unwrap_or_default(),
+        "uid": str_at(owner, "/metadata/uid").unwrap_or_default(),
+        "controller": true,
+    })
+}
+
+/// The StatefulSet controller: each StatefulSet's pods `<name>-<i>` (and the claims of its
+/// volume templates, unless they exist) up to its replicas, and no more.
+pub fn statefulsets(store: &mut Store, ns: &str) {
+    let sets: Vec<Value> = store
+        .list("apps/v1", "statefulsets", Some(ns))
+        .into_iter()
+        .cloned()
+        .collect();
+    for sts in sets {
+        let name = str_at(&sts, "/metadata/name")
+            .unwrap_or_default()
+            .to_owned();
+        if sts.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let replicas = sts
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let template = sts.pointer("/spec/template").cloned().unwrap_or(json!({}));
+        for i in 0..replicas {
+            for t in sts
+                .pointer("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+            {
+                let claim = format!(
+                    "{}-{name}-{i}",
+                    str_at(&t, "/metadata/name").unwrap_or("data")
+                );
+                let k = key("v1", "persistentvolumeclaims", ns, &claim);
+                if store.get(&k).is_none() {
+                    let mut pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "labels": t.pointer("/metadata/labels").cloned().unwrap_or(json!({}))},
+                        "spec": t.get("spec").cloned().unwrap_or(json!({}))});
+                    pvc["status"] = json!({"phase": "Pending"});
+                    let _ = store.create(&k, pvc);
+                }
+            }
+            let pod = format!("{name}-{i}");
+            let k = key("v1", "pods", ns, &pod);
+            if store.get(&k).is_none() {
+                let obj = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {
+                        "name": pod,
+                        "labels": template.pointer("/metadata/labels").cloned().unwrap_or(json!({})),
+                        "ownerReferences": [owner_ref(&sts, "StatefulSet", "apps/v1")],
+                    },
+                    "spec": template.get("spec").cloned().unwrap_or(json!({})),
+                    "status": {"phase": "Pending"},
+                });
+                let _ = store.create(&k, obj);
+            }
+        }
+        let extra: Vec<Key> = store
+            .list("v1", "pods", Some(ns))
+            .into_iter()
+            .filter_map(|p| {
+                let pn = str_at(p, "/metadata/name")?;
+                let ordinal: i64 = pn.strip_prefix(&format!("{name}-"))?.parse().ok()?;
+                (ordinal >= replicas).then(|| key("v1", "pods", ns, pn))
+            })
+            .collect();
+        for k in extra {
+            let _ = store.delete(&k);
+        }
+    }
+}
+
+/// The volume binder: every pending claim binds.
+pub fn bind_claims(store: &mut Store, ns: &str) {
+    let pending: Vec<(Key, Value)> = store
+        .list("v1", "persistentvolumeclaims", Some(ns))
+        .into_iter()
+        .filter(|p| str_at(p, "/status/phase") != Some("Bound"))
+        .map(|p| {
+            (
+                key(
+                    "v1",
+                    "persistentvolumeclaims",
+                    ns,
+                    str_at(p, "/metadata/name").unwrap_or_default(),
+                ),
+                p.clone(),
+            )
+        })
+        .collect();
+    for (k, mut p) in pending {
+        p["status"] = json!({"phase": "Bound"});
+        store.put(&k, p);
+    }
+}
+
+/// The claims a pod mounts.
+fn claims_of(pod: &Value) -> Vec<String> {
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| str_at(v, "/persistentVolumeClaim/claimName").map(str::to_owned))
+        .collect()
+}
+
+/// The kubelet, for the pods of StatefulSets: a pod whose claims are bound runs, its containers
+/// become ready unless it is crashing, and it is Ready when every readiness gate's condition is
+/// True. Job pods are left to [`finish_job`].
+pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
+    let now = store.timestamp();
+    let pods: Vec<Value> = store
+        .list("v1", "pods", Some(ns))
+        .into_iter()
+        .filter(|p| p.pointer("/metadata/labels/job-name").is_none())
+        .cloned()
+        .collect();
+    for mut pod in pods {
+        let name = str_at(&pod, "/metadata/name")
+            .unwrap_or_default()
+            .to_owned();
+        let bound = claims_of(&pod).iter().all(|c| {
+            store
+                .get(&key("v1", "persistentvolumeclaims", ns, c))
+                .and_then(|p| str_at(p, "/status/phase"))
+                == Some("Bound")
+        });
+        let containers_ready = bound && !crashing.contains(&name);
+        let gates: Vec<String> = pod
+            .pointer("/spec/readinessGates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|g| str_at(g, "/conditionType").map(str::to_owned))
+            .collect();
+        let mut conditions: Vec<Value> = pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| gates.iter().any(|g| str_at(c, "/type") == Some(g.as_str())))
+            .collect();
+        let gates_open = gates.iter().all(|g| {
+            conditions.iter().any(|c| {
+                str_at(c, "/type") == Some(g.as_str()) && str_at(c, "/status") == Some("True")
+            })
+        });
+        let flag = |b: bool| if b { "True" } else { "False" };
+        conditions
+            .push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": now}));
+        conditions.push(json!({"type": "ContainersReady", "status": flag(containers_ready), "lastTransitionTime": now}));
+        conditions.push(json!({"type": "Ready", "status": flag(containers_ready && gates_open), "lastTransitionTime": now}));
+        let phase = if bound { "Running" } else { "Pending" };
+        let before = pod.get("status").cloned();
+        pod["status"] = json!({"phase": phase, "conditions": conditions});
+        if before.as_ref() != pod.get("status") {
+            store.put(&key("v1", "pods", ns, &name), pod);
+        }
+    }
+}
+
+/// The Job controller's first step: a pod for every Job that has none.
+pub fn job_pods(store: &mut Store, ns: &str) {
+    let jobs: Vec<Value> = store
+        .list("batch/v1", "jobs", Some(ns))
+        .into_iter()
+        .cloned()
+        .collect();
+    for job in jobs {
+        let name = str_at(&job, "/metadata/name")
+            .unwrap_or_default()
+            .to_owned();
+        let k = key("v1", "pods", ns, &format!("{name}-0"));
+        if store.get(&k).is_some() || job.pointer("/status/succeeded").is_some() {
+            continue;
+        }
+        let mut spec = job
+            .pointer("/spec/template/spec")
+            .cloned()
+            .unwrap_or(json!({}));
+        spec["restartPolicy"] = json!("Never");
+        let _ = store.create(
+            &k,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{name}-0"), "labels": {"job-name": name},
+                    "ownerReferences": [owner_ref(&job, "Job", "batch/v1")]},
+                "spec": spec,
+                "status": {"phase": "Pending"},
+            }),
+        );
+        let mut j = job.clone();
+        j["status"] = json!({"startTime": store.timestamp(), "active": 1});
+        store.put(&key("batch/v1", "jobs", ns, &name), j);
+    }
+}
+
+/// How a Job ends, as the schedule decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Succeeds, printing `output`.
+    Succeed(String),
+    /// Fails for good (past its backoff limit), printing `output`.
+    Fail(String),
+    /// Its pod cannot be scheduled.
+    Unschedulable,
+}
+
+/// Ends a Job that is still running. False when there is no such Job, or it already ended.
+pub fn finish_job(store: &mut Store, ns: &str, job: &str, end: &JobEnd) -> bool {
+    let jk = key("batch/v1", "jobs", ns, job);
+    let pk = key("v1", "pods", ns, &format!("{job}-0"));
+    let (Some(mut j), Some(mut p)) = (store.get(&jk).cloned(), store.get(&pk).cloned()) else {
+        return false;
+    };
+    if j.pointer("/status/succeeded").is_some() || j.pointer("/status/conditions").is_some() {
+        return false;
+    }
+    let now = store.timestamp();
+    match end {
+        JobEnd::Succeed(out) => {
+            j["status"] = json!({"startTime": j.pointer("/status/startTime"), "succeeded": 1, "completionTime": now});
+            p["status"] = json!({"phase": "Succeeded"});
+            store
+                .logs
+                .insert((ns.into(), format!("{job}-0")), out.clone());
+        }
+        JobEnd::Fail(out) => {
+            j["status"] = json!({"startTime": j.pointer("/status/startTime"), "failed": 1,
+                "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit", "lastTransitionTime": now}]});
+            p["status"] = json!({"phase": "Failed", "containerStatuses": [{"name": "mover", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+                "state": {"terminated": {"exitCode": 1, "message": out}}}]});
+            store
+                .logs
+                .insert((ns.into(), format!("{job}-0")), out.clone());
+        }
+        JobEnd::Unschedulable => {
+            p["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/1 nodes are available: 1 Insufficient memory.", "lastTransitionTime": now}]});
+            store.put(&pk, p);
+            return true;
+        }
+    }
+    store.put(&jk, j);
+    store.put(&pk, p);
+    true
+}
+
+/// The garbage collector: every object whose owners are all gone is deleted.
+pub fn collect_garbage(store: &mut Store) {
+    let uids: std::collections::HashSet<String> = store
+        .keys()
+        .filter_map(|k| store.get(k))
+        .filter_map(|o| str_at(o, "/metadata/uid").map(str::to_owned))
+        .collect();
+    let orphans: Vec<Key> = store
+        .keys()
+        .filter(|k| {
+            store
+                .get(k)
+                .and_then(|o| o.pointer("/metadata/ownerReferences"))
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    !refs.is_empty()
+                        && refs
+                            .iter()
+                            .all(|r| !str_at(r, "/uid").is_some_and(|u| uids.contains(u)))
+                })
+        })
+        .cloned()
+        .collect();
+    for k in orphans {
+        let _ = store.delete(&k);
+    }
+}
