@@ -12,13 +12,17 @@ pub enum Mutation {
     SkipUidCheck,
     /// Complete the restore when the verify Job succeeds, without reading its result line.
     CompleteWithoutResult,
+    /// Write the Restore's status only after the pass's creates succeeded: a create that keeps
+    /// failing then loses the start time every pass, and no deadline ever comes.
+    StatusAfterCreates,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 3] = [
+    pub const ALL: [Mutation; 4] = [
         Mutation::OpenGatesBeforeVerify,
         Mutation::SkipUidCheck,
         Mutation::CompleteWithoutResult,
+        Mutation::StatusAfterCreates,
     ];
 }
 

@@ -424,6 +424,13 @@ pub async fn run(seed: u64, steps: usize) -> Outcome {
         sim.trace
             .push("Cluster created again under its name".into());
     }
+    // In one schedule of ten, a fault outlives the others: an admission webhook that is down
+    // refuses every Job create from now on. The restore must still end, by its deadline.
+    let webhook_down = sim.rng.u32(..10) == 0;
+    if webhook_down {
+        sim.trace
+            .push("an admission webhook refuses every Job create from now on".into());
+    }
     let quiet_from = sim.server.with_store(|s| s.now);
     // Every stage has its deadline; a stage that started before the faults stopped ends sooner.
     let limit = quiet_from + 2 * DEADLINE.as_secs() as i64 + 3 * PERIOD;
@@ -441,6 +448,15 @@ pub async fn run(seed: u64, steps: usize) -> Outcome {
                 "{\"restored\":true}\n".into()
             });
             sim.end_job(&job, &uid, end);
+        }
+        if webhook_down {
+            sim.server.set_faults(Some(Box::new(|r| {
+                if r.method == "POST" && r.path.ends_with("/jobs") {
+                    Fault::Status(500)
+                } else {
+                    Fault::None
+                }
+            })));
         }
         sim.reconcile(false).await;
         if let Err(why) = sim.check() {

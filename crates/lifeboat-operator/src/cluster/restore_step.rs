@@ -351,7 +351,8 @@ pub async fn step(
     // The status goes first: a create that fails below must not lose this pass's record (above
     // all the start time, which every deadline counts from).
     let mut stored = status.clone();
-    if plan::status_write_due(&stored, &p.status, &now) {
+    let status_last = crate::mutation::active(crate::mutation::Mutation::StatusAfterCreates);
+    if plan::status_write_due(&stored, &p.status, &now) && !status_last {
         write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
         stored = p.status.clone();
     }
