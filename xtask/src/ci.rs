@@ -49,10 +49,20 @@ pub fn run(args: CiArgs) -> Result<()> {
             "lifeboat-e2e",
         ])
     })?;
-    // Every parser of input Lifeboat did not write, 20 seconds each from its seeds.
-    stage("fuzz smoke", fuzz::run_smoke)?;
-    // 10,000 randomized schedules of the Cluster controller, and each planted bug caught.
-    stage("simulation", sim::ci)?;
+    // Side by side, since each leaves a core idle for long stretches (libFuzzer runs on one; the
+    // simulation's release build ends in single-crate compiles): every parser of input Lifeboat
+    // did not write, fuzzed from its seeds; and 10,000 randomized schedules of the Cluster
+    // controller, then each planted bug caught.
+    stage("fuzz smoke and simulation", || {
+        std::thread::scope(|s| {
+            let simulation = s.spawn(|| stage("simulation", sim::ci));
+            let fuzzed = stage("fuzz smoke", fuzz::run_smoke);
+            let simulated = simulation
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the simulation thread panicked")));
+            fuzzed.and(simulated)
+        })
+    })?;
     if args.no_testbed {
         return Ok(());
     }
