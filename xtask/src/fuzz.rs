@@ -178,7 +178,18 @@ pub fn run(args: FuzzArgs) -> Result<()> {
         let dict_arg = format!("-dict={}", dict.display());
         let mut fuzz_args = vec!["run"];
         fuzz_args.extend(flags.iter().copied());
-        fuzz_args.extend(["--target-dir", &td, t, &corpus_s, &seeds_s, "--", &time]);
+        // An input that runs this long is a hang: reported as one, with the input, instead of
+        // stalling the run (the zstd frame reader once waited forever for a buffer).
+        fuzz_args.extend([
+            "--target-dir",
+            &td,
+            t,
+            &corpus_s,
+            &seeds_s,
+            "--",
+            &time,
+            "-timeout=25",
+        ]);
         if dict.is_file() {
             fuzz_args.push(&dict_arg);
         }

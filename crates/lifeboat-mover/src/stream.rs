@@ -454,14 +454,14 @@ fn decompress_frames(
             Err(_) => return,
         };
         let Ok((seq, frame)) = job else { return };
-        let res = match zstd::zstd_safe::get_frame_content_size(&frame) {
+        let checked = match zstd::zstd_safe::get_frame_content_size(&frame) {
             _ if !has_content_checksum(&frame) => {
                 Err(format!("frame {seq} carries no zstd content checksum"))
             }
             Ok(Some(size)) if size <= max_frame => {
                 out.reserve(size as usize);
                 match d.decompress_to_buffer(&frame, &mut out) {
-                    Ok(k) if k as u64 == size => Ok(out),
+                    Ok(k) if k as u64 == size => Ok(()),
                     Ok(k) => Err(format!(
                         "frame {seq} decompressed to {k} bytes, header says {size}"
                     )),
@@ -471,6 +471,16 @@ fn decompress_frames(
             _ => Err(format!(
                 "frame {seq} has no valid content size of at most {max_frame} bytes"
             )),
+        };
+        // A refused frame hands its buffer back: the pool is fixed, and each buffer lost to an
+        // error left one fewer, until a worker waited for one forever and the restore hung
+        // (found by the zstd_frames fuzz target).
+        let res = match checked {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                pool.give(out);
+                Err(e)
+            }
         };
         if tx.send((seq, res)).is_err() {
             return;
@@ -912,6 +922,38 @@ mod tests {
             );
             assert!(!dest.exists(), "partial file must be removed");
         }
+    }
+
+    /// Found by the zstd_frames fuzz target: every refused frame kept its output buffer, so an
+    /// object with more bad frames than the pool has buffers hung the restore for good.
+    #[test]
+    fn many_refused_frames_end_in_a_report_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let stored = dir.path().join("stored");
+        let raw: Vec<u8> = (0..64u32).flat_map(|i| i.to_le_bytes()).collect();
+        let bad: Vec<u8> = (0..32).flat_map(|_| frame(&raw, false)).collect();
+        std::fs::write(&stored, &bad).unwrap();
+        let dest = dir.path().join("restored");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_stored_file(
+                &stored,
+                &dest,
+                1 << 20,
+                ContentCheck::Frame,
+            ));
+        });
+        let report = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the reader reports within a minute instead of hanging")
+            .unwrap();
+        assert!(
+            report
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("no zstd content checksum")),
+            "{report:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
