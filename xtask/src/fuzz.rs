@@ -179,7 +179,9 @@ pub fn run(args: FuzzArgs) -> Result<()> {
         let mut fuzz_args = vec!["run"];
         fuzz_args.extend(flags.iter().copied());
         // An input that runs this long is a hang: reported as one, with the input, instead of
-        // stalling the run (the zstd frame reader once waited forever for a buffer).
+        // stalling the run (the zstd frame reader once waited forever for a buffer). The quick
+        // build is unoptimised, so it gets more time per input.
+        let timeout = format!("-timeout={}", if args.thorough { 25 } else { 60 });
         fuzz_args.extend([
             "--target-dir",
             &td,
@@ -188,7 +190,7 @@ pub fn run(args: FuzzArgs) -> Result<()> {
             &seeds_s,
             "--",
             &time,
-            "-timeout=25",
+            &timeout,
         ]);
         if dict.is_file() {
             fuzz_args.push(&dict_arg);

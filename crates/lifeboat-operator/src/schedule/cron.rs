@@ -49,6 +49,16 @@ impl Schedule {
                 fields.split_whitespace().count()
             ));
         }
+        // An empty entry in a list (`0 , * * *`, `1,,2`) is not cron; croner reads it as a field
+        // that matches nothing, then searches years of minutes before it says "never" (the
+        // durations fuzz target timed out on it, and the controller would spend the same CPU on
+        // every pass).
+        if let Some(f) = fields
+            .split_whitespace()
+            .find(|f| f.split(',').any(str::is_empty))
+        {
+            return Err(format!("{fields:?} has an empty entry in the list {f:?}"));
+        }
         let cron = CronParser::builder()
             .seconds(Seconds::Disallowed)
             .year(Year::Disallowed)
@@ -155,6 +165,12 @@ mod tests {
             ("CRON_TZ=Mars/Olympus 0 3 * * *", "not a known time zone"),
             ("CRON_TZ=UTC", "no cron fields"),
             ("every day", "has 2 fields"),
+            // Found by the durations fuzz target: croner takes these as fields that match
+            // nothing and searches for seconds (far longer with a zone) before "never".
+            ("0 , * * *", "empty entry in the list \",\""),
+            ("CRON_TZ=Europe/Berlin 0 , * * 1-5", "empty entry"),
+            ("0 1,,2 * * *", "empty entry"),
+            ("0,5, 1 * * *", "empty entry"),
         ] {
             let err = Schedule::parse(expr).expect_err(expr);
             assert!(err.contains(says), "{expr:?}: {err}");
