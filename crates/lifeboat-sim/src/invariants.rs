@@ -113,12 +113,11 @@ pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
         if !open {
             continue;
         }
-        let clusters: Vec<&String> = owner_uids(p)
+        let owners = owner_uids(p);
+        let clusters: Vec<&String> = owners
             .iter()
             .filter_map(|u| sts_cluster.get(u))
             .flatten()
-            .collect::<Vec<_>>()
-            .into_iter()
             .collect();
         let name = s(p, "/metadata/name").unwrap_or_default();
         // A pod whose StatefulSet is gone is a leftover the collector has not reached yet; its

@@ -242,13 +242,7 @@ impl Store {
         {
             return Err(ApiError::conflict(key));
         }
-        let merged = if status_only {
-            let mut o = old.clone();
-            o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-            o
-        } else {
-            keep_status(&old, new)
-        };
+        let merged = written_part(&old, new, status_only);
         Ok(self.store(key, &old, merged))
     }
 
@@ -312,13 +306,7 @@ impl Store {
         let mut new = old.clone();
         json_patch::patch(&mut new, &ops)
             .map_err(|e| ApiError::invalid(format!("json patch: {e}")))?;
-        let new = if status_only {
-            let mut o = old.clone();
-            o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-            o
-        } else {
-            keep_status(&old, new)
-        };
+        let new = written_part(&old, new, status_only);
         Ok(self.store(key, &old, new))
     }
 
@@ -413,6 +401,18 @@ fn string_data_into_data(obj: &mut Value) {
                 json!(base64::engine::general_purpose::STANDARD.encode(text)),
             );
         }
+    }
+}
+
+/// What a whole-object write (PUT, JSON patch) may change: through the status subresource only
+/// the status, through the main resource everything but the status.
+fn written_part(old: &Value, new: Value, status_only: bool) -> Value {
+    if status_only {
+        let mut o = old.clone();
+        o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        o
+    } else {
+        keep_status(old, new)
     }
 }
 
