@@ -92,6 +92,10 @@ pub struct BackupSummary {
     /// the objects are stored.
     pub fingerprint_seconds: f64,
     pub attempts: u32,
+    /// Objects found in the repo at their recorded stored size after the manifest was published
+    /// and read back unchanged: `objectCount` when the repo kept everything it acknowledged. The
+    /// operator completes a Backup only when the two agree.
+    pub checked_objects: usize,
 }
 
 struct Snapshot {
@@ -214,6 +218,7 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
         });
     }
     repo.put_manifest(&m).await?;
+    let checked_objects = check_published(&repo, &m).await?;
     Ok(BackupSummary {
         backup_name: m.backup_name.clone(),
         repo: repo.display.clone(),
@@ -226,7 +231,53 @@ pub async fn run(args: BackupArgs) -> Result<BackupSummary> {
         transfer_seconds,
         fingerprint_seconds,
         attempts: m.consistency.attempts,
+        checked_objects,
     })
+}
+
+/// Reads back what was just published: the manifest must come back byte for byte as written, and
+/// every object it lists must be stored at its recorded size. A repo that acknowledged a write it
+/// did not keep (a proxy that cut a body short, a bucket with a lifecycle rule, a full volume on
+/// an NFS server that reports late) fails the backup here, not at the first restore. The
+/// objects' contents were hashed as they were sent; reading them all back would double a
+/// backup's transfer, and a drill does exactly that on a schedule. Returns the objects checked.
+pub async fn check_published(repo: &Repo, m: &Manifest) -> Result<usize> {
+    use object_store::ObjectStoreExt;
+    let (_, bytes) = repo.read_manifest(&m.backup_name).await?;
+    if bytes != m.to_json()? {
+        return Err(Error::BadManifest {
+            backup: m.backup_name.clone(),
+            cause: format!(
+                "the manifest read back from repo {} differs from the one just written",
+                repo.display
+            ),
+        });
+    }
+    for o in &m.objects {
+        let path = repo.object_path(&m.backup_name, &o.key);
+        let stored = match repo.store.head(&path).await {
+            Ok(meta) => meta.size,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::Integrity {
+                    backup: m.backup_name.clone(),
+                    object: o.key.clone(),
+                    cause: "is missing from the repo right after it was stored".into(),
+                });
+            }
+            Err(e) => return Err(repo.error(&format!("checking object \"{}\"", o.key), &e)),
+        };
+        if stored != o.stored_size {
+            return Err(Error::Integrity {
+                backup: m.backup_name.clone(),
+                object: o.key.clone(),
+                cause: format!(
+                    "is stored with {stored} bytes right after {} were written",
+                    o.stored_size
+                ),
+            });
+        }
+    }
+    Ok(m.objects.len())
 }
 
 fn open(path: &FsPath, what: &str) -> Result<std::fs::File> {
@@ -389,6 +440,58 @@ fn extra_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::ObjectStoreExt;
+
+    async fn published(dir: &FsPath) -> (Repo, Manifest) {
+        let repo = Repo::local(dir);
+        let m = crate::manifest::tests::sample();
+        for o in &m.objects {
+            repo.store
+                .put(
+                    &repo.object_path(&m.backup_name, &o.key),
+                    vec![7u8; usize::try_from(o.stored_size).expect("size")].into(),
+                )
+                .await
+                .expect("object");
+        }
+        repo.put_manifest(&m).await.expect("manifest");
+        (repo, m)
+    }
+
+    #[tokio::test]
+    async fn a_published_backup_is_read_back_before_it_is_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (repo, m) = published(dir.path()).await;
+        assert_eq!(check_published(&repo, &m).await.expect("intact"), 1);
+
+        // An object the repo kept short.
+        let key = &m.objects[0].key;
+        let path = repo.object_path(&m.backup_name, key);
+        repo.store
+            .put(&path, vec![7u8; 10].into())
+            .await
+            .expect("short");
+        let e = check_published(&repo, &m).await.expect_err("short object");
+        assert!(
+            e.to_string().contains(key) && e.to_string().contains("10 bytes"),
+            "{e}"
+        );
+        repo.store.delete(&path).await.expect("gone");
+        let e = check_published(&repo, &m)
+            .await
+            .expect_err("missing object");
+        assert!(e.to_string().contains("missing"), "{e}");
+
+        // A manifest that came back other than written.
+        let dir = tempfile::tempdir().expect("tmp");
+        let (repo, m) = published(dir.path()).await;
+        let mut other = m.clone();
+        other.total_size += 1;
+        let e = check_published(&repo, &other)
+            .await
+            .expect_err("manifest differs");
+        assert!(e.to_string().contains("differs"), "{e}");
+    }
 
     #[test]
     fn server_paths_are_rebased_onto_the_mount() {

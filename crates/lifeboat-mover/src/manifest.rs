@@ -240,7 +240,7 @@ impl Manifest {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fingerprint::{DatabaseFingerprint, GraphCounts};
 

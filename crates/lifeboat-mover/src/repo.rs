@@ -168,6 +168,20 @@ impl Repo {
         )))
     }
 
+    /// A filesystem repo at `dir`, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn local(dir: &std::path::Path) -> Repo {
+        Repo::open(&RepoArgs {
+            repo: Some(format!("file://{}", dir.display())),
+            s3_endpoint: None,
+            s3_region: "us-east-1".into(),
+            s3_virtual_hosted_style: false,
+            s3_ca_bundle: None,
+            s3_credentials_dir: None,
+        })
+        .expect("a filesystem repo opens")
+    }
+
     pub fn is_local(&self) -> bool {
         self.is_local
     }

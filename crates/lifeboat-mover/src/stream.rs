@@ -797,18 +797,9 @@ fn consume(
 mod tests {
     use super::*;
     use crate::manifest::Role;
-    use crate::repo::RepoArgs;
 
     fn repo(dir: &std::path::Path) -> Repo {
-        Repo::open(&RepoArgs {
-            repo: Some(format!("file://{}", dir.display())),
-            s3_endpoint: None,
-            s3_region: "us-east-1".into(),
-            s3_virtual_hosted_style: false,
-            s3_ca_bundle: None,
-            s3_credentials_dir: None,
-        })
-        .unwrap()
+        Repo::local(dir)
     }
 
     /// Mildly compressible data whose every frame differs, so misordered frames are detectable.

@@ -39,6 +39,10 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
     assert_eq!(summary["backupName"], "nightly-1", "{out}");
     assert!(summary["totalSize"].as_u64().unwrap() > 0, "{out}");
     assert!(summary["objectCount"].as_u64().unwrap() >= 1, "{out}");
+    assert_eq!(
+        summary["checkedObjects"], summary["objectCount"],
+        "every object read back from the repo at its size: {out}"
+    );
     assert!(summary["durationSeconds"].as_f64().is_some(), "{out}");
     let fp = &summary["fingerprint"]["databases"];
     assert_eq!(

@@ -104,6 +104,13 @@ pub struct BackupLine {
     pub transfer_seconds: Option<f64>,
     /// What the dataset holds.
     pub fingerprint: Fingerprint,
+    /// Objects the backup stored.
+    #[serde(default)]
+    pub object_count: usize,
+    /// Objects found in the repo at their stored size after the manifest was published and read
+    /// back unchanged; absent (0) from a mover that does not check.
+    #[serde(default)]
+    pub checked_objects: usize,
 }
 
 /// What `lifeboat-mover verify` prints.

@@ -15,14 +15,24 @@ pub enum Mutation {
     /// Write the Restore's status only after the pass's creates succeeded: a create that keeps
     /// failing then loses the start time every pass, and no deadline ever comes.
     StatusAfterCreates,
+    /// Start a backup whatever the Cluster's restore says.
+    BackupIgnoresRestore,
+    /// Complete a Backup on any result line its Job prints, whoever it names and whatever was
+    /// read back.
+    CompleteUncheckedBackup,
+    /// Release a deleted Backup at once, its backup Job still running.
+    ReleaseWhileJobRuns,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::OpenGatesBeforeVerify,
         Mutation::SkipUidCheck,
         Mutation::CompleteWithoutResult,
         Mutation::StatusAfterCreates,
+        Mutation::BackupIgnoresRestore,
+        Mutation::CompleteUncheckedBackup,
+        Mutation::ReleaseWhileJobRuns,
     ];
 }
 

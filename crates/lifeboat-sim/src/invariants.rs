@@ -28,6 +28,12 @@ pub struct Memory {
     pub verified: BTreeSet<String>,
     /// How each Job the schedule ended, by Job UID: `true` when it printed a matching result.
     pub job_matched: BTreeMap<String, bool>,
+    /// The backup a backup Job printed as stored and read back, by Job UID.
+    pub backup_printed: BTreeMap<String, String>,
+    /// Backup UIDs seen Completed with a result their own Job printed.
+    pub backup_completed: BTreeSet<String>,
+    /// Backup Jobs already judged when they first appeared, by UID.
+    pub backup_jobs: BTreeSet<String>,
 }
 
 /// Checks every invariant; the first one broken, described with what was observed.
@@ -156,6 +162,7 @@ pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
             ));
         }
     }
+    check_backups(store, ns, mem, &jobs)?;
     // 2. At most one prepare Job per volume.
     let mut per_claim: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for j in &jobs {
@@ -167,6 +174,7 @@ pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
         {
             if let Some(claim) = s(v, "/persistentVolumeClaim/claimName")
                 && claim.starts_with("data-")
+                && j.pointer("/metadata/labels/lifeboat.io~1backup").is_none()
             {
                 per_claim
                     .entry(claim)
@@ -181,6 +189,107 @@ pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
             js.len(),
             js.join(", ")
         ));
+    }
+    Ok(())
+}
+
+/// Whether the Cluster asks for a restore (the field or the deprecated annotation).
+fn restoring(c: &Value) -> bool {
+    c.pointer("/spec/restore").is_some()
+        || c.pointer(&format!(
+            "/metadata/annotations/{}",
+            labels::RESTORE_FROM_BACKUP.replace('/', "~1")
+        ))
+        .is_some()
+}
+
+/// 6. A Backup completes only on a result its own Job printed after reading the published
+///    manifest and objects back, naming the data Lifeboat gave that Backup (its name and UID).
+/// 7. A backup Job starts only on a Cluster that restores nothing or whose restore was verified.
+/// 8. A Backup is released only once its backup Job no longer runs.
+fn check_backups(store: &Store, ns: &str, mem: &mut Memory, jobs: &[&Value]) -> Result<(), String> {
+    let backups = store.list("dataprotection.kubeblocks.io/v1alpha1", "backups", Some(ns));
+    for b in &backups {
+        if s(b, "/status/phase") != Some("Completed") || b.pointer("/status/dataset").is_none() {
+            continue;
+        }
+        let uid = s(b, "/metadata/uid").unwrap_or_default();
+        if mem.backup_completed.contains(uid) {
+            continue;
+        }
+        // The restore's own source Backup is a fixture: it was taken before the schedule.
+        let Some(cluster_uid) = s(
+            b,
+            &format!(
+                "/metadata/labels/{}",
+                labels::CLUSTER_UID.replace('/', "~1")
+            ),
+        ) else {
+            continue;
+        };
+        let name = s(b, "/metadata/name").unwrap_or_default();
+        let data = s(b, "/status/dataset/manifestPath").unwrap_or_default();
+        let own = format!("{name}-{}", uid.get(..8).unwrap_or(uid));
+        if data != own {
+            return Err(format!(
+                "Backup {name} (uid {uid}) is Completed with data {data:?}, not its own {own:?}"
+            ));
+        }
+        let printed = jobs.iter().any(|j| {
+            owner_uids(j).iter().any(|u| u == uid)
+                && s(j, "/metadata/uid")
+                    .and_then(|ju| mem.backup_printed.get(ju))
+                    .is_some_and(|n| *n == own)
+        });
+        if !printed {
+            return Err(format!(
+                "Backup {name} (uid {uid}, Cluster uid {cluster_uid}) is Completed, but no Job of it printed a read-back result for {own:?}"
+            ));
+        }
+        mem.backup_completed.insert(uid.to_owned());
+    }
+    let live: BTreeSet<&str> = backups
+        .iter()
+        .filter_map(|b| s(b, "/metadata/uid"))
+        .collect();
+    let clusters = store.list("apps.kubeblocks.io/v1", "clusters", Some(ns));
+    for j in jobs {
+        // Backup Jobs only: a Backup's delete Job carries the same label.
+        if j.pointer("/spec/template/spec/containers/0/command/1")
+            .and_then(Value::as_str)
+            != Some("backup")
+        {
+            continue;
+        }
+        let job = s(j, "/metadata/name").unwrap_or_default();
+        // 8. A Backup whose data goes with it is released only once its backup Job no longer
+        //    runs: a Job left running would write a whole backup after the delete.
+        let running =
+            j.pointer("/status/succeeded").is_none() && j.pointer("/status/conditions").is_none();
+        if running
+            && let Some(gone) = owner_uids(j)
+                .into_iter()
+                .find(|u| !live.contains(u.as_str()))
+        {
+            return Err(format!(
+                "backup Job {job} still runs, but its Backup (uid {gone}) is gone: it would write data no Backup refers to"
+            ));
+        }
+        let juid = s(j, "/metadata/uid").unwrap_or_default();
+        if !mem.backup_jobs.insert(juid.to_owned()) {
+            continue;
+        }
+        // The Cluster whose pods the Job backs up is the one that exists now, under the name
+        // its Backup's policy targets: there is only one here.
+        for c in &clusters {
+            let uid = s(c, "/metadata/uid").unwrap_or_default();
+            if restoring(c) && !mem.verified.contains(uid) {
+                return Err(format!(
+                    "backup Job {job} started while Cluster {} (uid {uid}) has no verified restore: it would capture a partial dataset",
+                    s(c, "/metadata/name").unwrap_or_default()
+                ));
+            }
+        }
     }
     Ok(())
 }

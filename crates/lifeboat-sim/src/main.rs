@@ -60,12 +60,12 @@ fn run_seeds(
     n: u64,
     steps: usize,
     threads: usize,
-) -> (Option<Outcome>, u64, usize, [u64; 3]) {
+) -> (Option<Outcome>, u64, usize, [u64; 7]) {
     let next = Arc::new(AtomicU64::new(first));
     let stop = Arc::new(AtomicBool::new(false));
     let reconciles = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicU64::new(0));
-    let phases = Arc::new(Mutex::new([0u64; 3]));
+    let phases = Arc::new(Mutex::new([0u64; 7]));
     let failure: Arc<Mutex<Option<Outcome>>> = Arc::default();
     let workers: Vec<_> = (0..threads)
         .map(|_| {
@@ -102,9 +102,17 @@ fn run_seeds(
                         Some("Failed") => 1,
                         _ => 2,
                     };
-                    phases
+                    let backup = match o.backup_phase.as_deref() {
+                        Some("Completed") => 3,
+                        Some("Failed") => 4,
+                        _ => 5,
+                    };
+                    let mut p = phases
                         .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)[slot] += 1;
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    p[slot] += 1;
+                    p[backup] += 1;
+                    p[6] += o.backup_jobs as u64;
                 }
             })
         })
@@ -166,6 +174,10 @@ fn main() {
         phases[0],
         phases[1],
         phases[2]
+    );
+    println!(
+        "sim: the Cluster's Backup ended Completed {}, Failed {}, absent {}; {} backup Jobs started",
+        phases[3], phases[4], phases[5], phases[6]
     );
     if let Some(o) = failure {
         println!(

@@ -111,13 +111,26 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
 }
 
 /// Everything but metadata and status: what a generation counts changes of.
-fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
+/// Whether maps `a` and `b` are equal in every field but those in `skip`, without copying
+/// either (a write compares whole objects, and objects are most of what the simulation moves).
+fn maps_equal_except(a: &Map<String, Value>, b: &Map<String, Value>, skip: &[&str]) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip.contains(&k.as_str())).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .all(|(k, v)| b.get(k) == Some(v))
+}
+
+fn equal_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => maps_equal_except(a, b, skip),
+        _ => a == b,
     }
-    v
+}
+
+/// Whether anything but metadata and status differs: what bumps the generation.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    !equal_except(old, new, &["metadata", "status"])
 }
 
 impl Store {
@@ -172,7 +185,13 @@ impl Store {
             string_data_into_data(&mut obj);
         }
         self.uids += 1;
-        let uid = format!("00000000-0000-0000-0000-{:012}", self.uids);
+        // Distinct in the first eight characters as real UIDs are: Lifeboat names a Backup's
+        // data by them, and UIDs alike there would make every Backup of a name look the same.
+        let uid = format!(
+            "{:08x}-0000-4000-8000-{:012}",
+            self.uids.wrapping_mul(0x9e37_79b9) as u32,
+            self.uids
+        );
         let rv = self.next_revision();
         let now = self.timestamp();
         let m = meta_mut(&mut obj);
@@ -189,16 +208,25 @@ impl Store {
         Ok(obj)
     }
 
-    /// Stores a changed object: a new resourceVersion, the generation bumped when anything but
-    /// metadata and status changed, and the object removed if it is deleting and its last
-    /// finalizer went.
-    fn store(&mut self, key: &Key, old: &Value, mut new: Value) -> Value {
+    /// Takes an object out to be written: [`Store::store`] puts it back, changed or not (taking
+    /// it out spares a copy of every object written).
+    fn take(&mut self, key: &Key) -> Result<Value> {
+        self.objects
+            .remove(key)
+            .ok_or_else(|| ApiError::not_found(key))
+    }
+
+    /// Stores a changed object, taken out with [`Store::take`]: a new resourceVersion, the
+    /// generation bumped when anything but metadata and status changed, and the object removed
+    /// if it is deleting and its last finalizer went.
+    fn store(&mut self, key: &Key, old: Value, mut new: Value) -> Value {
+        let old = &old;
         if key.plural == "secrets" {
             string_data_into_data(&mut new);
         }
         let om = meta(old).cloned().unwrap_or_default();
         let generation = om.get("generation").and_then(Value::as_i64).unwrap_or(1);
-        let bumped = spec_part(old) != spec_part(&new);
+        let bumped = spec_changed(old, &new);
         let rv = self.next_revision();
         let m = meta_mut(&mut new);
         for f in [
@@ -218,12 +246,24 @@ impl Store {
             "generation".into(),
             json!(if bumped { generation + 1 } else { generation }),
         );
+        // As the API server: a write that changes nothing is no write, and keeps the
+        // resourceVersion (a precondition on it still holds afterwards).
+        let same_meta = match (meta(old), meta(&new)) {
+            (Some(a), Some(b)) => maps_equal_except(a, b, &["resourceVersion"]),
+            _ => false,
+        };
+        if same_meta && equal_except(old, &new, &["metadata"]) {
+            self.objects.insert(key.clone(), old.clone());
+            return old.clone();
+        }
+        let m = meta_mut(&mut new);
         let finalizers_left = m
             .get("finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         if om.contains_key("deletionTimestamp") && !finalizers_left {
-            self.remove(key);
+            // Gone (it was taken out): the removal is a revision of its own, as in remove().
+            self.next_revision();
         } else {
             self.objects.insert(key.clone(), new.clone());
         }
@@ -232,18 +272,18 @@ impl Store {
 
     /// PUT: replaces the object; a stale resourceVersion is a conflict.
     pub fn replace(&mut self, key: &Key, new: Value, status_only: bool) -> Result<Value> {
-        let old = self
+        let current = self
             .objects
             .get(key)
-            .cloned()
             .ok_or_else(|| ApiError::not_found(key))?;
         if let Some(rv) = meta_str(&new, "resourceVersion")
-            && Some(rv) != meta_str(&old, "resourceVersion")
+            && Some(rv) != meta_str(current, "resourceVersion")
         {
             return Err(ApiError::conflict(key));
         }
+        let old = self.take(key)?;
         let merged = written_part(&old, new, status_only);
-        Ok(self.store(key, &old, merged))
+        Ok(self.store(key, old, merged))
     }
 
     /// PATCH with a merge patch (RFC 7386), or with server-side apply: applied fields replace
@@ -255,7 +295,7 @@ impl Store {
         status_only: bool,
         apply: bool,
     ) -> Result<Value> {
-        let Some(old) = self.objects.get(key).cloned() else {
+        let Some(current) = self.objects.get(key) else {
             if !apply || status_only {
                 return Err(ApiError::not_found(key));
             }
@@ -266,10 +306,11 @@ impl Store {
             return self.create(key, obj);
         };
         if let Some(rv) = meta_str(patch, "resourceVersion")
-            && Some(rv) != meta_str(&old, "resourceVersion")
+            && Some(rv) != meta_str(current, "resourceVersion")
         {
             return Err(ApiError::conflict(key));
         }
+        let old = self.take(key)?;
         let mut new = old.clone();
         if status_only {
             let mut s = old.get("status").cloned().unwrap_or(json!({}));
@@ -291,23 +332,23 @@ impl Store {
                 json_patch::merge(&mut new, &p);
             }
         }
-        Ok(self.store(key, &old, new))
+        Ok(self.store(key, old, new))
     }
 
     /// PATCH with a JSON patch (RFC 6902).
     pub fn json_patch(&mut self, key: &Key, ops: &Value, status_only: bool) -> Result<Value> {
-        let old = self
+        let current = self
             .objects
             .get(key)
-            .cloned()
             .ok_or_else(|| ApiError::not_found(key))?;
         let ops: json_patch::Patch = serde_json::from_value(ops.clone())
             .map_err(|e| ApiError::invalid(format!("json patch: {e}")))?;
-        let mut new = old.clone();
+        let mut new = current.clone();
         json_patch::patch(&mut new, &ops)
             .map_err(|e| ApiError::invalid(format!("json patch: {e}")))?;
+        let old = self.take(key)?;
         let new = written_part(&old, new, status_only);
-        Ok(self.store(key, &old, new))
+        Ok(self.store(key, old, new))
     }
 
     /// DELETE: an object with finalizers gets its deletion timestamp and stays until they are
@@ -348,9 +389,9 @@ impl Store {
     /// Writes an object as a controller outside Lifeboat would (the StatefulSet controller, the
     /// kubelet, a user): no concurrency check.
     pub fn put(&mut self, key: &Key, obj: Value) -> Value {
-        match self.objects.get(key).cloned() {
-            Some(old) => self.store(key, &old, obj),
-            None => self.create(key, obj).unwrap_or(Value::Null),
+        match self.take(key) {
+            Ok(old) => self.store(key, old, obj),
+            Err(_) => self.create(key, obj).unwrap_or(Value::Null),
         }
     }
 }

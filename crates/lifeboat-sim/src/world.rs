@@ -139,54 +139,87 @@ fn claims_of(pod: &Value) -> Vec<String> {
 /// True. Job pods are left to [`finish_job`].
 pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
     let now = store.timestamp();
-    let pods: Vec<Value> = store
+    // Names only: a pod is copied when it changes, which most passes it does not.
+    let names: Vec<String> = store
         .list("v1", "pods", Some(ns))
         .into_iter()
         .filter(|p| p.pointer("/metadata/labels/job-name").is_none())
-        .cloned()
+        .filter_map(|p| str_at(p, "/metadata/name").map(str::to_owned))
         .collect();
-    for mut pod in pods {
-        let name = str_at(&pod, "/metadata/name")
-            .unwrap_or_default()
-            .to_owned();
-        let bound = claims_of(&pod).iter().all(|c| {
+    for name in names {
+        let k = key("v1", "pods", ns, &name);
+        let Some(pod) = store.get(&k) else {
+            continue;
+        };
+        let bound = claims_of(pod).iter().all(|c| {
             store
                 .get(&key("v1", "persistentvolumeclaims", ns, c))
                 .and_then(|p| str_at(p, "/status/phase"))
                 == Some("Bound")
         });
         let containers_ready = bound && !crashing.contains(&name);
-        let gates: Vec<String> = pod
+        let gates: Vec<&str> = pod
             .pointer("/spec/readinessGates")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|g| str_at(g, "/conditionType").map(str::to_owned))
+            .filter_map(|g| str_at(g, "/conditionType"))
             .collect();
-        let mut conditions: Vec<Value> = pod
+        let old: &[Value] = pod
             .pointer("/status/conditions")
             .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| gates.iter().any(|g| str_at(c, "/type") == Some(g.as_str())))
-            .collect();
+            .map_or(&[], Vec::as_slice);
         let gates_open = gates.iter().all(|g| {
-            conditions.iter().any(|c| {
-                str_at(c, "/type") == Some(g.as_str()) && str_at(c, "/status") == Some("True")
-            })
+            old.iter()
+                .any(|c| str_at(c, "/type") == Some(*g) && str_at(c, "/status") == Some("True"))
         });
-        let flag = |b: bool| if b { "True" } else { "False" };
-        conditions
-            .push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": now}));
-        conditions.push(json!({"type": "ContainersReady", "status": flag(containers_ready), "lastTransitionTime": now}));
-        conditions.push(json!({"type": "Ready", "status": flag(containers_ready && gates_open), "lastTransitionTime": now}));
+        // A condition keeps its transition time while its status holds, as the kubelet's do.
+        let condition = |type_: &str, status: bool| {
+            let status = if status { "True" } else { "False" };
+            let since = old
+                .iter()
+                .find(|c| str_at(c, "/type") == Some(type_) && str_at(c, "/status") == Some(status))
+                .and_then(|c| c.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now));
+            json!({"type": type_, "status": status, "lastTransitionTime": since})
+        };
+        let mut conditions: Vec<Value> = old
+            .iter()
+            .filter(|c| gates.iter().any(|g| str_at(c, "/type") == Some(*g)))
+            .cloned()
+            .collect();
+        conditions.push(condition("PodScheduled", true));
+        conditions.push(condition("ContainersReady", containers_ready));
+        conditions.push(condition("Ready", containers_ready && gates_open));
         let phase = if bound { "Running" } else { "Pending" };
-        let before = pod.get("status").cloned();
-        pod["status"] = json!({"phase": phase, "conditions": conditions});
-        if before.as_ref() != pod.get("status") {
-            store.put(&key("v1", "pods", ns, &name), pod);
+        let status = json!({"phase": phase, "conditions": conditions});
+        // The role the Cluster controller would read from a serving server: the first pod
+        // primary, the others replicas. Only a server that serves has one.
+        let role = containers_ready.then(|| {
+            if name.ends_with("-0") {
+                "primary"
+            } else {
+                "secondary"
+            }
+        });
+        let role_path = format!(
+            "/metadata/labels/{}",
+            lifeboat_api::labels::ROLE.replace('/', "~1")
+        );
+        let role_kept = role.is_none_or(|r| str_at(pod, &role_path) == Some(r));
+        if pod.get("status") == Some(&status) && role_kept {
+            continue;
         }
+        let mut pod = pod.clone();
+        pod["status"] = status;
+        if let Some(r) = role
+            && let Some(labels) = pod
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+        {
+            labels.insert(lifeboat_api::labels::ROLE.into(), json!(r));
+        }
+        store.put(&k, pod);
     }
 }
 

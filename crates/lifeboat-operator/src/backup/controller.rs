@@ -32,6 +32,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::mover_output::{self, BackupLine};
+use crate::ownership::controlled_by;
 use crate::restore::diagnose;
 use crate::telemetry;
 use crate::{duration, kubeapi, naming, repo};
@@ -79,8 +80,8 @@ pub async fn run(
         .await;
 }
 
-fn now() -> Time {
-    Time(Timestamp::now())
+fn now(ctx: &Context) -> Time {
+    Time(ctx.clock.now())
 }
 
 pub(super) async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -> Result<()> {
@@ -97,7 +98,7 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     st.phase = Some(BackupPhase::Failed);
     st.progress = None;
     st.failure_reason = Some(reason.clone());
-    st.completion_timestamp = Some(now());
+    st.completion_timestamp = Some(now(ctx));
     write_status(ctx, b, &st).await?;
     Metrics::outcome(&ctx.metrics.backups, "failed");
     if let Some(schedule) = b.labels().get(labels::BACKUP_SCHEDULE) {
@@ -132,7 +133,8 @@ fn pod_ready(p: &Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
+/// One pass over a Backup: the whole reconcile, as the controller and the simulation run it.
+pub async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
     let _timer = ctx.metrics.reconcile(CONTROLLER);
     let name = b.name_any();
     let ns = b.namespace().unwrap_or_default();
@@ -236,7 +238,7 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
                 "ClusterRestoring",
                 &msg,
                 b.meta().generation,
-                &now(),
+                &now(ctx),
             );
             write_status(ctx, b, &st).await?;
             return Ok(Action::requeue(Duration::from_secs(10)));
@@ -291,7 +293,12 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         pod = pods.into_iter().find(pod_ready);
     }
     let Some(pod) = pod else {
-        return fail(ctx, b, st, format!("no Ready pod of Cluster {ns}/{cluster_name} matches the BackupPolicy's target (role secondary, or primary)")).await;
+        // A Cluster just restored, or rolling, has its pods Ready again in moments: the Backup
+        // waits for one, up to its deadline, instead of failing at the first look.
+        let msg = format!(
+            "no Ready pod of Cluster {ns}/{cluster_name} matches the BackupPolicy's target (role secondary, or primary)"
+        );
+        return wait(ctx, b, st, "NoReadyPod", msg, deadline).await;
     };
     // Label the Backup with its Cluster, as KubeBlocks does, and with the Cluster's UID, which
     // is what WipeOut deletes a Cluster's backups by (the name alone could be another Cluster's
@@ -306,7 +313,7 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
             labels::CLUSTER_UID: cluster.uid().unwrap_or_default(),
         }}
     });
-    Api::<Backup>::namespaced(ctx.client.clone(), &ns)
+    let labelled = Api::<Backup>::namespaced(ctx.client.clone(), &ns)
         .patch(
             &name,
             &kube::api::PatchParams {
@@ -330,8 +337,10 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         .as_ref()
         .map(|c| c.secret_name.clone())
         .unwrap_or_default();
-    // Before any data exists: a Backup deleted from here on takes its data with it.
-    super::deletion::hold(ctx, b).await?;
+    // Before any data exists: a Backup deleted from here on takes its data with it. Held on
+    // the labelled Backup: its resourceVersion is the finalizer patch's precondition, and the
+    // one read at the start of this pass is already stale.
+    super::deletion::hold(ctx, &labelled).await?;
     let method = policy
         .spec
         .backup_methods
@@ -371,9 +380,25 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
         user_env: method.map(|m| m.env.as_slice()).unwrap_or_default(),
     };
     let job = backup_job(b, &pod, &component, &secret, &access, &ctx.config, run);
-    kubeapi::create_if_absent(&ctx.client, &job).await?;
+    match kubeapi::create_if_absent(&ctx.client, &job).await {
+        Ok(true) => {}
+        Ok(false) => {
+            if let Some(held) = foreign_job(ctx, b).await? {
+                // Typically the Job of an earlier Backup of this name, deleted a moment ago:
+                // the garbage collector removes it shortly. Taking it for this Backup's would
+                // record that Backup's data (deleted with it) as this one's.
+                return wait(ctx, b, st, "JobNameTaken", held, deadline).await;
+            }
+        }
+        // An admission webhook or a quota that refuses the Job says so on the Backup, and
+        // the Backup ends by its deadline rather than staying New with nothing to show.
+        Err(e) => {
+            tracing::warn!(backup = %name, error = %e, "backup Job not created");
+            return wait(ctx, b, st, "JobNotCreated", e.to_string(), deadline).await;
+        }
+    }
     st.phase = Some(BackupPhase::Running);
-    st.start_timestamp = Some(now());
+    st.start_timestamp = Some(now(ctx));
     st.backup_repo_name = Some(repo_obj.name_any());
     st.path = Some(
         [repo::access::namespace_path(&repo_obj, &ns), repo_name(b)]
@@ -395,7 +420,7 @@ async fn reconcile(b: &Backup, ctx: &Context) -> Result<Action> {
             pod.name_any()
         ),
         b.meta().generation,
-        &now(),
+        &now(ctx),
     );
     write_status(ctx, b, &st).await?;
     Ok(Action::requeue(Duration::from_secs(3)))
@@ -551,6 +576,15 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         )
         .await;
     };
+    if !controlled_by(job.meta(), &b.uid().unwrap_or_default()) {
+        return fail(
+            ctx,
+            b,
+            st,
+            format!("Job/{job_name} was not made for this Backup, so its outcome says nothing about this Backup's data"),
+        )
+        .await;
+    }
     let js = job.status.clone().unwrap_or_default();
     let pods: Vec<Pod> = kubeapi::list(&ctx.client, &ns, &format!("job-name={job_name}")).await?;
     let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
@@ -570,7 +604,10 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
             )
             .await;
         };
-        let completed = now();
+        if let Err(why) = accept(b, &res) {
+            return fail(ctx, b, st, format!("Job/{job_name} {why}")).await;
+        }
+        let completed = now(ctx);
         let cluster_def = b.labels().get("app.kubernetes.io/name").cloned();
         st.phase = Some(BackupPhase::Completed);
         st.progress = None;
@@ -665,7 +702,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     let deadline = deadline_of(b, ctx.config.backup_deadline).unwrap_or(ctx.config.backup_deadline);
     let started = st.start_timestamp.as_ref().map(|t| t.0);
     if let Some(started) = started
-        && past_deadline(started, Timestamp::now(), deadline)
+        && past_deadline(started, ctx.clock.now(), deadline)
     {
         let why = match (&stuck, latest) {
             (Some(s), _) => s.message.clone(),
@@ -700,7 +737,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     if let Some(p) =
         latest.filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
     {
-        let now = now();
+        let now = now(ctx);
         let report = kubeapi::log_tail(&ctx.client, &ns, &p.name_any())
             .await
             .as_deref()
@@ -719,12 +756,98 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     Ok(Action::requeue(Duration::from_secs(3)))
 }
 
+/// Holds a Backup that cannot start yet in `New`, with a `Waiting` condition that says why, and
+/// fails it once it has waited `deadline` for the same reason: a wait has an end.
+async fn wait(
+    ctx: &Context,
+    b: &Backup,
+    mut st: BackupStatus,
+    reason: &str,
+    msg: String,
+    deadline: Duration,
+) -> Result<Action> {
+    let at = now(ctx);
+    let since = conditions::get(&st.conditions, "Waiting")
+        .filter(|c| c.status == "True" && c.reason == reason)
+        .map(|c| c.last_transition_time.0);
+    if let Some(since) = since
+        && past_deadline(since, at.0, deadline)
+    {
+        let why = format!("{msg} (waited {} for this)", duration::format(deadline));
+        return fail(ctx, b, st, why).await;
+    }
+    if since.is_none() {
+        // Another reason: its wait starts now.
+        st.conditions.retain(|c| c.type_ != "Waiting");
+    }
+    st.phase = Some(BackupPhase::New);
+    conditions::set(
+        &mut st.conditions,
+        "Waiting",
+        "True",
+        reason,
+        &msg,
+        b.meta().generation,
+        &at,
+    );
+    write_status(ctx, b, &st).await?;
+    Ok(Action::requeue(Duration::from_secs(10)))
+}
+
+/// Why a Job named like this Backup's, which it could not create, is not its own; `None` when it
+/// is.
+async fn foreign_job(ctx: &Context, b: &Backup) -> Result<Option<String>> {
+    let ns = b.namespace().unwrap_or_default();
+    let job_name = naming::backup_job(&b.name_any());
+    let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, &ns, &job_name).await? else {
+        return Ok(Some(format!(
+            "Job/{job_name} existed a moment ago but was not made for this Backup; the backup starts once the name is free"
+        )));
+    };
+    if controlled_by(job.meta(), &b.uid().unwrap_or_default()) {
+        return Ok(None);
+    }
+    let owner = job
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("{} {} (uid {})", o.kind, o.name, o.uid))
+        .unwrap_or_else(|| "no controller".into());
+    Ok(Some(format!(
+        "Job/{job_name} exists but was not made for this Backup (its owner: {owner}); the backup starts once it is gone"
+    )))
+}
+
+/// Whether a backup Job's result is this Backup's, complete and checked. `Err` says what is wrong,
+/// worded to follow the Job's name.
+pub fn accept(b: &Backup, res: &BackupLine) -> std::result::Result<(), String> {
+    if crate::mutation::active(crate::mutation::Mutation::CompleteUncheckedBackup) {
+        return Ok(());
+    }
+    let want = repo_name(b);
+    if res.backup_name != want {
+        return Err(format!(
+            "reported backup {:?}, but this Backup's data is named {want:?}",
+            res.backup_name
+        ));
+    }
+    if res.object_count == 0 || res.checked_objects != res.object_count {
+        return Err(format!(
+            "reported {} of {} objects read back from the repo after its manifest was published; \
+             a backup is complete only when the repo holds everything it acknowledged \
+             (a mover older than the operator does not read back: use the operator's mover image)",
+            res.checked_objects, res.object_count
+        ));
+    }
+    Ok(())
+}
+
 /// How much longer the Job's own activeDeadlineSeconds runs than the Backup's deadline.
 const JOB_DEADLINE_SLACK: Duration = Duration::from_secs(60);
 
 /// The Backup's deadline: its `lifeboat.io/backup-deadline` annotation, else `default`. `Err`
 /// names the annotation when it does not parse.
-fn deadline_of(b: &Backup, default: Duration) -> std::result::Result<Duration, String> {
+pub(super) fn deadline_of(b: &Backup, default: Duration) -> std::result::Result<Duration, String> {
     match b.annotations().get(labels::BACKUP_DEADLINE) {
         None => Ok(default),
         Some(v) => duration::parse(v).filter(|d| !d.is_zero()).ok_or_else(|| {
@@ -772,7 +895,7 @@ fn default_repo(repos: Vec<BackupRepo>) -> std::result::Result<BackupRepo, Strin
 }
 
 /// Whether a backup started at `started` has run past `deadline` at `now`.
-fn past_deadline(started: Timestamp, now: Timestamp, deadline: Duration) -> bool {
+pub(super) fn past_deadline(started: Timestamp, now: Timestamp, deadline: Duration) -> bool {
     let elapsed = now.as_second() - started.as_second();
     u64::try_from(elapsed).is_ok_and(|e| e > deadline.as_secs())
 }
@@ -866,6 +989,35 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn only_this_backups_checked_result_completes_it() {
+        let mut b = backup(None);
+        b.metadata.uid = Some("1234abcd-5678".into());
+        let line = |name: &str, count: usize, checked: usize| -> BackupLine {
+            serde_json::from_value(serde_json::json!({
+                "backupName": name, "totalSize": 10, "storedSize": 4,
+                "fingerprint": {"databases": {}},
+                "objectCount": count, "checkedObjects": checked,
+            }))
+            .expect("line")
+        };
+        assert_eq!(accept(&b, &line("b-1234abcd", 2, 2)), Ok(()));
+        // The Job of an earlier Backup of this name (another UID) printed it.
+        let e = accept(&b, &line("b-99999999", 2, 2)).expect_err("other backup");
+        assert!(e.contains("\"b-1234abcd\""), "{e}");
+        // Not everything came back from the repo, or the mover did not check at all.
+        for (count, checked) in [(2, 1), (2, 0), (0, 0)] {
+            let e = accept(&b, &line("b-1234abcd", count, checked)).expect_err("unchecked");
+            assert!(e.contains("read back"), "{e}");
+        }
+        let old: BackupLine = serde_json::from_value(serde_json::json!({
+            "backupName": "b-1234abcd", "totalSize": 10, "storedSize": 4,
+            "fingerprint": {"databases": {}}, "objectCount": 1,
+        }))
+        .expect("an older mover's line");
+        assert!(accept(&b, &old).is_err());
     }
 
     #[test]

@@ -56,7 +56,34 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
     let name = b.name_any();
     let ns = b.namespace().unwrap_or_default();
     let st = b.status.clone().unwrap_or_default();
-    let data = st.dataset.as_ref().map(|d| d.manifest_path.clone());
+    // A deletion has the Backup's deadline, counted from the delete: past it, what could not be
+    // done is said in an event and the Backup goes, its data kept, rather than hanging in
+    // Deleting for as long as Jobs are refused.
+    let deadline = super::controller::deadline_of(b, ctx.config.backup_deadline)
+        .unwrap_or(ctx.config.backup_deadline);
+    let overdue = b
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| super::controller::past_deadline(t.0, ctx.clock.now(), deadline));
+    if owns_data(b)
+        && !crate::mutation::active(crate::mutation::Mutation::ReleaseWhileJobRuns)
+        && stop_backup_job(ctx, b).await?
+        && !overdue
+    {
+        return Ok(Action::requeue(std::time::Duration::from_secs(3)));
+    }
+    // The data recorded, or, for a Backup that started but recorded none (deleted while its
+    // Job ran, or failed midway), whatever its Job wrote under the name Lifeboat gave it.
+    let data = st
+        .dataset
+        .as_ref()
+        .map(|d| d.manifest_path.clone())
+        .or_else(|| {
+            st.backup_repo_name
+                .is_some()
+                .then(|| super::controller::repo_name(b))
+        });
     let (Some(data), Some(repo_name), true) = (data, st.backup_repo_name.clone(), owns_data(b))
     else {
         // Nothing was written, or the data is to be kept.
@@ -102,13 +129,27 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
                     object: format!("BackupRepo {repo_name}"),
                     message: e.to_string(),
                 })?;
-            crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
-            kubeapi::create_if_absent(
-                &ctx.client,
-                &delete_job(b, &job_name, &data, &access, &ctx.config),
-            )
-            .await?;
-            Ok(Action::requeue(std::time::Duration::from_secs(3)))
+            let created = async {
+                crate::repo::controller::ensure_namespace_access(ctx, &repo_obj, &ns).await?;
+                kubeapi::create_if_absent(
+                    &ctx.client,
+                    &delete_job(b, &job_name, &data, &access, &ctx.config),
+                )
+                .await
+            }
+            .await;
+            match created {
+                Ok(_) => Ok(Action::requeue(std::time::Duration::from_secs(3))),
+                Err(e) if overdue => {
+                    ctx.event(b, EventType::Warning, "BackupDataKept", "Delete", format!(
+                        "the data of Backup {ns}/{name} ({data} in BackupRepo {repo_name}) was not deleted: its delete Job could not be created within {}: {e}",
+                        crate::duration::format(deadline)
+                    ))
+                    .await;
+                    release(ctx, b).await
+                }
+                Err(e) => Err(e),
+            }
         }
         Some(job) if !controlled_by(job.meta(), &b.uid().unwrap_or_default()) => {
             // Someone else's Job under the name: its outcome says nothing about this Backup's
@@ -144,6 +185,48 @@ pub async fn on_delete(b: &Backup, ctx: &Context) -> Result<Action> {
             Ok(Action::requeue(std::time::Duration::from_secs(3)))
         }
     }
+}
+
+/// Stops the Backup's own backup Job if it still runs; true while it is going (the delete
+/// waits for that, up to its deadline). A Job left running would write its objects and manifest
+/// after the delete had removed the Backup's data, leaving a complete backup in the repo that no
+/// Backup refers to.
+async fn stop_backup_job(ctx: &Context, b: &Backup) -> Result<bool> {
+    let ns = b.namespace().unwrap_or_default();
+    let job_name = crate::naming::backup_job(&b.name_any());
+    let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, &ns, &job_name).await? else {
+        return Ok(false);
+    };
+    if !controlled_by(job.meta(), &b.uid().unwrap_or_default()) {
+        return Ok(false);
+    }
+    let js = job.status.clone().unwrap_or_default();
+    let ended = js.succeeded.unwrap_or(0) > 0
+        || js
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| (c.type_ == "Failed" || c.type_ == "Complete") && c.status == "True");
+    if ended {
+        return Ok(false);
+    }
+    if job.meta().deletion_timestamp.is_none() {
+        // Foreground: the Job stays until its pods are gone, so "gone" means nothing writes.
+        // The UID as precondition: a Job re-created under the name meanwhile is not this one.
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: job.uid(),
+                resource_version: None,
+            }),
+            ..kube::api::DeleteParams::foreground()
+        };
+        Api::<Job>::namespaced(ctx.client.clone(), &ns)
+            .delete(&job_name, &params)
+            .await
+            .map_err(Error::kube("stopping", format!("Job {ns}/{job_name}")))?;
+        tracing::info!(backup = %b.name_any(), job = %job_name, "backup Job stopped: its Backup is being deleted");
+    }
+    Ok(true)
 }
 
 /// The name of the Backup's data in the repo, when it is the Backup's own: the name Lifeboat gave
