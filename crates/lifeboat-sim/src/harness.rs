@@ -231,6 +231,9 @@ impl Sim {
                     4..=5 => Fault::Status(409),
                     6 => Fault::Timeout,
                     7..=8 => Fault::Crash,
+                    // Refusals that a retry does not cure on a real cluster: RBAC missing a
+                    // verb, admission rejecting the object.
+                    9 => Fault::Status(if rng.bool() { 403 } else { 422 }),
                     _ => Fault::None,
                 })));
         }
@@ -548,9 +551,12 @@ impl Sim {
                 .push("Cluster created again under its name".into());
         }
         let webhook_down = may_break_webhook && self.rng.u32(..10) == 0;
+        // Down, a webhook fails the call (500); up and denying, it refuses the object (403).
+        let refusal = if self.rng.bool() { 403 } else { 500 };
         if webhook_down {
-            self.trace
-                .push("an admission webhook refuses every Job create from now on".into());
+            self.trace.push(format!(
+                "an admission webhook refuses every Job create from now on ({refusal})"
+            ));
         }
         let quiet_from = self.server.with_store(|s| s.now);
         // Every stage has its deadline; a stage that started before the faults stopped ends
@@ -558,9 +564,9 @@ impl Sim {
         let limit = quiet_from + 2 * DEADLINE.as_secs() as i64 + 3 * PERIOD;
         let webhook = || -> Option<FaultPlan> {
             webhook_down.then(|| {
-                Box::new(|r: &crate::server::Request| {
+                Box::new(move |r: &crate::server::Request| {
                     if r.method == "POST" && r.path.ends_with("/jobs") {
-                        Fault::Status(500)
+                        Fault::Status(refusal)
                     } else {
                         Fault::None
                     }

@@ -185,7 +185,9 @@ impl ApiServer {
             Fault::Status(code) => Ok(error_response(&ApiError {
                 code,
                 reason: match code {
+                    403 => "Forbidden",
                     409 => "Conflict",
+                    422 => "Invalid",
                     429 => "TooManyRequests",
                     503 => "ServiceUnavailable",
                     _ => "InternalError",
