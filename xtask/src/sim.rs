@@ -1,6 +1,6 @@
-//! `cargo xtask sim`: randomized schedules of the Cluster controller against the in-memory API
-//! (`crates/lifeboat-sim`, docs/simulation.md), then the proof that they catch planted bugs.
-//! Built in release: the schedules are CPU-bound, and CI runs 10,000 of them.
+//! `cargo xtask sim`: randomized schedules of the Cluster and Backup controllers against the
+//! in-memory API (`crates/lifeboat-sim`, docs/simulation.md), then the proof that they catch
+//! planted bugs. Built in release: the schedules are CPU-bound, and CI runs 10,000 of them.
 
 use std::process::Command;
 
@@ -39,6 +39,14 @@ pub fn run(args: SimArgs) -> Result<()> {
     if let Some(s) = args.seed {
         c.arg("--seed").arg(s.to_string());
     }
+    status(&mut c)
+}
+
+/// Builds the simulation as [`run`] runs it, so that a run after it starts at once.
+pub fn build() -> Result<()> {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args(["build", "--release", "--locked", "-p", "lifeboat-sim"])
+        .current_dir(workspace_root());
     status(&mut c)
 }
 
