@@ -44,8 +44,8 @@ enum Task {
     Helm(helm::HelmArgs),
     /// Run the fuzz targets under fuzz/ for a bounded time each (docs/fuzzing.md).
     Fuzz(fuzz::FuzzArgs),
-    /// Randomized schedules of the Cluster controller against an in-memory API, and the proof
-    /// that they catch planted bugs (docs/simulation.md).
+    /// Randomized schedules of the Cluster and Backup controllers against an in-memory API, and
+    /// the proof that they catch planted bugs (docs/simulation.md).
     Sim(sim::SimArgs),
     /// Rebuild the project's images and deploy Lifeboat onto the running test bed.
     Deploy,

@@ -755,3 +755,63 @@ pub async fn run(seed: u64, steps: usize) -> Outcome {
         trace: sim.trace,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+
+    fn sim() -> Sim {
+        let server = ApiServer::default();
+        server.with_store(fixtures);
+        let clock = Arc::new(AtomicI64::new(START));
+        Sim {
+            ctx: context(&server, &clock),
+            server,
+            clock,
+            rng: fastrand::Rng::with_seed(0),
+            mem: Memory::default(),
+            crashing: Vec::new(),
+            trace: Vec::new(),
+            reconciles: 0,
+        }
+    }
+
+    /// With no fault anywhere, a Backup of the restored Cluster starts on its first pass. The
+    /// pass labels the Backup, then puts its finalizer on with the resourceVersion as
+    /// precondition: the one the label patch returned, not the one read at the start of the pass,
+    /// which that patch made stale (it was, and every Backup's first pass failed with a conflict).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_backup_starts_on_its_first_pass_without_a_conflict() {
+        let mut sim = sim();
+        sim.settle(false).await.expect("the restore ends");
+        assert_eq!(
+            sim.restore_phase().as_deref(),
+            Some("Completed"),
+            "{:#?}",
+            sim.trace
+        );
+        // The opened gates make the pods Ready, and the role labels follow.
+        sim.world();
+        sim.take_or_delete_backup();
+        sim.pass(Controller::Backup, false).await;
+        let last = sim.trace.last().cloned().unwrap_or_default();
+        assert!(
+            last.starts_with("backup reconcile: ok"),
+            "{last}\n{:#?}",
+            sim.trace
+        );
+        let b = sim.user_backup().expect("the Backup");
+        assert!(
+            b.finalizers()
+                .iter()
+                .any(|f| f == lifeboat_operator::backup::deletion::FINALIZER),
+            "{:?}",
+            b.metadata
+        );
+        assert_eq!(
+            b.status.and_then(|s| s.phase),
+            Some(lifeboat_api::dataprotection::v1alpha1::BackupPhase::Running)
+        );
+    }
+}
