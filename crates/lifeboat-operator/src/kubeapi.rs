@@ -199,3 +199,15 @@ pub fn termination_message(pod: Option<&k8s_openapi::api::core::v1::Pod>) -> Str
         })
         .unwrap_or_default()
 }
+
+/// Whether a Job has ended: succeeded, or with a `Failed` or `Complete` condition. An ended Job
+/// runs no pod that could still write.
+pub fn job_finished(job: &k8s_openapi::api::batch::v1::Job) -> bool {
+    job.status.as_ref().is_some_and(|s| {
+        s.succeeded.unwrap_or(0) > 0
+            || s.conditions
+                .iter()
+                .flatten()
+                .any(|c| (c.type_ == "Failed" || c.type_ == "Complete") && c.status == "True")
+    })
+}

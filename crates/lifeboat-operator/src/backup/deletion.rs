@@ -200,14 +200,7 @@ async fn stop_backup_job(ctx: &Context, b: &Backup) -> Result<bool> {
     if !controlled_by(job.meta(), &b.uid().unwrap_or_default()) {
         return Ok(false);
     }
-    let js = job.status.clone().unwrap_or_default();
-    let ended = js.succeeded.unwrap_or(0) > 0
-        || js
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| (c.type_ == "Failed" || c.type_ == "Complete") && c.status == "True");
-    if ended {
+    if kubeapi::job_finished(&job) {
         return Ok(false);
     }
     if job.meta().deletion_timestamp.is_none() {

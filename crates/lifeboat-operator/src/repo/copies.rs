@@ -72,14 +72,7 @@ pub fn existing_volume(pvc: &PersistentVolumeClaim, repo_uid: &str) -> ExistingV
 
 /// Whether a Job that has not finished mounts or reads a copy of `repo`.
 fn job_uses(job: &Job, repo: &str) -> bool {
-    let finished = job.status.as_ref().is_some_and(|s| {
-        s.succeeded.unwrap_or(0) > 0
-            || s.conditions
-                .iter()
-                .flatten()
-                .any(|c| (c.type_ == "Failed" || c.type_ == "Complete") && c.status == "True")
-    });
-    if finished {
+    if crate::kubeapi::job_finished(job) {
         return false;
     }
     let secret = naming::repo_credential(repo);
