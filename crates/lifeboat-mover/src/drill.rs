@@ -54,6 +54,7 @@ pub async fn run(args: DrillArgs) -> Result<VerifyReport> {
         appendfilename: None,
         // The drill has the time: the uncompressed bytes are hashed again too.
         content_check: ContentCheck::Sha256,
+        writes: crate::direct::Writes::default(),
     })
     .await?;
     crate::progress::stage("verify", 0);

@@ -45,6 +45,8 @@ pub struct RestoreArgs {
     /// zstd frame's content checksum) or `sha256` (also the sha256 of the uncompressed file).
     #[arg(long, value_enum, default_value_t, env = "LIFEBOAT_CONTENT_CHECK")]
     pub content_check: stream::ContentCheck,
+    #[command(flatten)]
+    pub writes: crate::direct::Writes,
 }
 
 #[derive(Debug, Serialize)]
@@ -56,6 +58,8 @@ pub struct RestoreSummary {
     pub files: Vec<String>,
     pub already_restored: bool,
     pub duration_seconds: f64,
+    /// How the files were written (direct or buffered) and why; empty when nothing was.
+    pub writes: Vec<String>,
 }
 
 fn check_file_name(what: &str, v: &str) -> Result<()> {
@@ -108,6 +112,7 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
                 files: Vec::new(),
                 already_restored: true,
                 duration_seconds: t0.elapsed().as_secs_f64(),
+                writes: Vec::new(),
             });
         }
         TargetState::ResumeOwn => {
@@ -132,6 +137,7 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
     let mut files = Vec::new();
     let mut total = 0u64;
     let mut staged = Vec::new();
+    let mut writes: Vec<String> = Vec::new();
     progress::stage(
         "download",
         m.objects
@@ -151,15 +157,19 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
         let tmp = PathBuf::from(format!("{}{PARTIAL_SUFFIX}", fin.display()));
-        stream::download(
+        let how = stream::download(
             &repo,
             &args.backup,
             o,
             m.compression.frame_size,
             &tmp,
             args.content_check,
+            args.writes,
         )
         .await?;
+        if !writes.contains(&how.why) {
+            writes.push(how.why);
+        }
         info!(file = %rel, size = o.size, "downloaded and checked");
         staged.push((tmp, fin));
         files.push(rel);
@@ -187,6 +197,7 @@ pub async fn run(args: RestoreArgs) -> Result<RestoreSummary> {
         files,
         already_restored: false,
         duration_seconds: t0.elapsed().as_secs_f64(),
+        writes,
     })
 }
 

@@ -14,7 +14,7 @@ use object_store::{GetResultPayload, ObjectStoreExt, WriteMultipart};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use crate::direct::DirectWriter;
+use crate::direct::{DirectWriter, Writes, WrittenHow};
 use crate::error::{Error, Result};
 use crate::manifest::ObjectEntry;
 use crate::repo::Repo;
@@ -360,7 +360,7 @@ fn write_in_order(
     mut file: DirectWriter,
     failed: &std::sync::atomic::AtomicBool,
     check: ContentCheck,
-) -> std::io::Result<(u64, Option<String>, Option<String>)> {
+) -> std::io::Result<(u64, Option<String>, Option<String>, WrittenHow)> {
     let flush_file = file.handle().try_clone()?;
     let (ftx, frx) = sync_channel::<()>(1);
     let flusher = std::thread::spawn(move || -> std::io::Result<()> {
@@ -427,8 +427,8 @@ fn write_in_order(
         .unwrap_or_else(|_| Err(std::io::Error::other("flush thread panicked")));
     result?;
     flushed?;
-    file.finish()?;
-    Ok((n, sha.map(|s| hex::encode(s.finalize())), bad))
+    let (_, how) = file.finish()?;
+    Ok((n, sha.map(|s| hex::encode(s.finalize())), bad, how))
 }
 
 /// Decompresses frames; each must declare its content size, at most `max_frame`.
@@ -524,8 +524,9 @@ pub async fn download(
     max_frame: u64,
     dest: &std::path::Path,
     check: ContentCheck,
-) -> Result<()> {
-    let r = download_inner(repo, backup, entry, max_frame, dest, check).await;
+    writes: Writes,
+) -> Result<WrittenHow> {
+    let r = download_inner(repo, backup, entry, max_frame, dest, check, writes).await;
     if r.is_err() {
         let _ = std::fs::remove_file(dest);
     }
@@ -539,7 +540,8 @@ async fn download_inner(
     max_frame: u64,
     dest: &std::path::Path,
     check: ContentCheck,
-) -> Result<()> {
+    writes: Writes,
+) -> Result<WrittenHow> {
     let object = entry
         .key
         .strip_prefix("objects/")
@@ -582,7 +584,14 @@ async fn download_inner(
     };
     let dest_owned = dest.to_path_buf();
     let consumer = tokio::task::spawn_blocking(move || {
-        consume(input, &dest_owned, default_workers(), max_frame, check)
+        consume(
+            input,
+            &dest_owned,
+            default_workers(),
+            max_frame,
+            check,
+            writes,
+        )
     });
     let consumed = consumer
         .await
@@ -631,7 +640,7 @@ async fn download_inner(
             short(&raw_sha)
         )));
     }
-    Ok(())
+    Ok(c.how)
 }
 
 /// What the frame reader made of one stored object, read from a local file: see
@@ -656,7 +665,7 @@ pub fn read_stored_file(
     check: ContentCheck,
 ) -> Result<FrameReport> {
     let f = std::fs::File::open(stored).map_err(|e| Error::local_io("reading", stored, e))?;
-    let c = consume(Input::File(f), dest, 2, max_frame, check)?;
+    let c = consume(Input::File(f), dest, 2, max_frame, check, Writes::default())?;
     Ok(FrameReport {
         stored_bytes: c.stored_n,
         raw_bytes: c.raw_n,
@@ -671,6 +680,7 @@ struct Consumed {
     /// Only with [`ContentCheck::Sha256`].
     raw_sha: Option<String>,
     decompress_err: Option<String>,
+    how: WrittenHow,
 }
 
 /// Largest stored frame accepted: zstd's bound for an incompressible frame of `max_frame`.
@@ -684,6 +694,7 @@ fn consume(
     workers: usize,
     max_frame: u64,
     check: ContentCheck,
+    writes: Writes,
 ) -> Result<Consumed> {
     let io = |e| Error::local_io("writing", dest, e);
     let file = std::fs::OpenOptions::new()
@@ -692,7 +703,7 @@ fn consume(
         .truncate(true)
         .open(dest)
         .map_err(io)?;
-    let file = DirectWriter::new(file, dest);
+    let file = DirectWriter::new(file, dest, writes);
     let workers = workers.max(1);
     let pool = Pool::new(workers + 2);
     let (frame_tx, frame_rx) = sync_channel::<Job>(workers);
@@ -780,7 +791,7 @@ fn consume(
     let written = writer
         .join()
         .map_err(|_| Error::Internal("restore writer thread panicked".into()))?;
-    let (raw_n, raw_sha, bad_frame) = written.map_err(io)?;
+    let (raw_n, raw_sha, bad_frame, how) = written.map_err(io)?;
     if let Some(e) = read_err {
         return Err(Error::Internal(format!("reading stored object: {e}")));
     }
@@ -790,6 +801,7 @@ fn consume(
         raw_n,
         raw_sha,
         decompress_err: split_err.or(bad_frame),
+        how,
     })
 }
 
@@ -880,7 +892,17 @@ mod tests {
         dest: &std::path::Path,
         check: ContentCheck,
     ) -> Result<()> {
-        download(r, "b", entry, FRAME_SIZE as u64, dest, check).await
+        download(
+            r,
+            "b",
+            entry,
+            FRAME_SIZE as u64,
+            dest,
+            check,
+            Writes::default(),
+        )
+        .await
+        .map(|_| ())
     }
 
     fn frame(raw: &[u8], checksum: bool) -> Vec<u8> {
@@ -1019,9 +1041,17 @@ mod tests {
             stored_sha256: s.stored_sha256,
         };
         let dest = t.path().join("out");
-        let err = download(&r, "b", &entry, 1 << 10, &dest, ContentCheck::Frame)
-            .await
-            .unwrap_err();
+        let err = download(
+            &r,
+            "b",
+            &entry,
+            1 << 10,
+            &dest,
+            ContentCheck::Frame,
+            Writes::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(
             err.to_string().contains("content size of at most 1024"),
             "{err}"
