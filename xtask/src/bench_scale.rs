@@ -19,12 +19,14 @@
 //! the time to converge again after the operator process is killed.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::run::stage;
 use crate::testbed;
@@ -99,19 +101,7 @@ impl Drop for BedChanges {
     }
 }
 
-fn kubectl(args: &[&str]) -> Result<String> {
-    let out = testbed::kubectl_command(args)
-        .output()
-        .context("running kubectl")?;
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
+use testbed::kubectl_quiet as kubectl;
 
 fn kubectl_stdin(args: &[&str], input: &str) -> Result<String> {
     let mut child = testbed::kubectl_command(args)
@@ -351,12 +341,13 @@ fn answer_for(
         "-l",
         "app.kubernetes.io/managed-by=lifeboat",
     ])?;
+    // Decoded only for the Clusters not yet answered for.
     let mut passwords = BTreeMap::new();
     for s in secrets["items"].as_array().into_iter().flatten() {
         let ns = s["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = s["metadata"]["name"].as_str().unwrap_or_default();
         if let Some(p) = s["data"]["password"].as_str() {
-            passwords.insert((ns.to_string(), name.to_string()), decode_base64(p)?);
+            passwords.insert((ns.to_string(), name.to_string()), p.to_string());
         }
     }
     let con = |ip: &str, port: u16| -> Result<redis::Connection> {
@@ -378,10 +369,11 @@ fn answer_for(
             continue;
         }
         let comp = if *replicated { "falkordb" } else { "redis" };
-        let Some(pw) = passwords.get(&(ns.clone(), format!("{name}-{comp}-account-default")))
+        let Some(encoded) = passwords.get(&(ns.clone(), format!("{name}-{comp}-account-default")))
         else {
             continue;
         };
+        let pw = String::from_utf8(BASE64.decode(encoded)?)?;
         for c in [&mut master, &mut replica, &mut sentinel] {
             redis::cmd("ACL")
                 .arg("SETUSER")
@@ -422,17 +414,6 @@ fn answer_for(
             .query::<()>(&mut sentinel)?;
     }
     Ok(done.len())
-}
-
-fn decode_base64(s: &str) -> Result<String> {
-    let mut out = Command::new("base64")
-        .arg("-d")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    out.stdin.take().context("stdin")?.write_all(s.as_bytes())?;
-    let o = out.wait_with_output()?;
-    Ok(String::from_utf8(o.stdout)?)
 }
 
 /// Phases of the bench's Clusters.
@@ -585,42 +566,43 @@ fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option<(f64,
         .map(|(le, _)| (*le, total))
 }
 
-/// The operator's audited requests in a window of the audit log: (all, writes, writes by verb
-/// and resource).
-fn audited(since: u64, from: f64, to: f64) -> Result<(u64, u64, BTreeMap<String, u64>)> {
-    let mut f = std::fs::File::open(crate::rbac::audit_log())?;
-    f.seek(SeekFrom::Start(since))?;
+/// The operator's audited requests from an audit-log offset on, with their times (Unix
+/// seconds).
+fn requests(since: u64) -> Result<Vec<(f64, serde_json::Value)>> {
+    Ok(crate::rbac::operator_requests(since)?
+        .into_iter()
+        .filter_map(|ev| {
+            let at = ev["requestReceivedTimestamp"]
+                .as_str()?
+                .parse::<jiff::Timestamp>()
+                .ok()?;
+            Some((at.as_millisecond() as f64 / 1000.0, ev))
+        })
+        .collect())
+}
+
+/// The operator's requests in `[from, to)`: (all, writes, requests by verb and resource: the
+/// writes, and the Lease renewals apart).
+fn audited(
+    reqs: &[(f64, serde_json::Value)],
+    from: f64,
+    to: f64,
+) -> (u64, u64, BTreeMap<String, u64>) {
     let (mut all, mut writes) = (0, 0);
     let mut by = BTreeMap::new();
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        let Ok(ev) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if !ev["user"]["username"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("system:serviceaccount:lifeboat-system:")
-        {
-            continue;
-        }
-        let at = ev["requestReceivedTimestamp"]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(|t| t.as_millisecond() as f64 / 1000.0)
-            .unwrap_or(f64::NAN);
-        if !(at >= from && at < to) {
+    for (at, ev) in reqs {
+        if !(*at >= from && *at < to) {
             continue;
         }
         all += 1;
         let verb = ev["verb"].as_str().unwrap_or_default();
-        if ev["objectRef"]["resource"].as_str() == Some("leases") && verb != "get" {
+        let r = &ev["objectRef"];
+        if r["resource"].as_str() == Some("leases") && verb != "get" {
             *by.entry(format!("(leader election, not counted) {verb} leases"))
                 .or_default() += 1;
         }
-        if reconcile_write(&ev) {
+        if reconcile_write(ev) {
             writes += 1;
-            let r = &ev["objectRef"];
             *by.entry(format!(
                 "{verb} {}{}",
                 r["resource"].as_str().unwrap_or_default(),
@@ -632,7 +614,7 @@ fn audited(since: u64, from: f64, to: f64) -> Result<(u64, u64, BTreeMap<String,
             .or_default() += 1;
         }
     }
-    Ok((all, writes, by))
+    (all, writes, by)
 }
 
 /// Whether an audited request is a write of the operator's reconciles. The leader-election
@@ -643,32 +625,6 @@ fn reconcile_write(ev: &serde_json::Value) -> bool {
         ev["verb"].as_str().unwrap_or_default(),
         "create" | "update" | "patch" | "delete" | "deletecollection"
     ) && ev["objectRef"]["resource"].as_str() != Some("leases")
-}
-
-/// The time of the operator's last audited write at or after `from`, and how many there were.
-fn last_write(since: u64, from: f64) -> Result<(Option<f64>, u64)> {
-    let mut f = std::fs::File::open(crate::rbac::audit_log())?;
-    f.seek(SeekFrom::Start(since))?;
-    let (mut last, mut n) = (None, 0);
-    for line in BufReader::new(f).lines() {
-        let Ok(ev) = serde_json::from_str::<serde_json::Value>(&line?) else {
-            continue;
-        };
-        let ours = ev["user"]["username"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("system:serviceaccount:lifeboat-system:");
-        let write = reconcile_write(&ev);
-        let at = ev["requestReceivedTimestamp"]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map(|t| t.as_millisecond() as f64 / 1000.0);
-        if let Some(at) = at.filter(|a| ours && write && *a >= from) {
-            n += 1;
-            last = Some(last.map_or(at, |l: f64| l.max(at)));
-        }
-    }
-    Ok((last, n))
 }
 
 fn unix_now() -> f64 {
@@ -825,7 +781,7 @@ pub fn run(b: ScaleBench) -> Result<()> {
     }
     let to = unix_now();
     let hist_s1 = histogram(&metrics(&leader.ip)?);
-    let (all, writes, by) = audited(since, from, to)?;
+    let (all, writes, by) = audited(&requests(since)?, from, to);
     let minutes = (to - from) / 60.0;
     let still = phases()?;
 
@@ -883,14 +839,21 @@ pub fn run(b: ScaleBench) -> Result<()> {
             }
             let now = unix_now();
             let counted = *counted_at.get_or_insert(now);
-            let (_, w_recent, _) = audited(since_r, now - 15.0, now)?;
+            let reqs = requests(since_r)?;
+            let (_, w_recent, _) = audited(&reqs, now - 15.0, now);
             let p = phases()?;
             seen = format!("{seen}; {w_recent} writes in the last 15 s; phases {p:?}");
             if w_recent > 0 || now - counted < 15.0 || p.get("Running") != Some(&b.clusters) {
                 continue;
             }
-            let (last, writes) = last_write(since_r, t_kill)?;
-            return Ok((last.unwrap_or(counted) - t_kill, writes, l));
+            // The last write since the kill, or the moment the reconcile count was reached.
+            let writes: Vec<f64> = reqs
+                .iter()
+                .filter(|(at, ev)| *at >= t_kill && reconcile_write(ev))
+                .map(|(at, _)| *at)
+                .collect();
+            let last = writes.iter().copied().reduce(f64::max).unwrap_or(counted);
+            return Ok((last - t_kill, writes.len() as u64, l));
         }
     });
     let (conv_secs, conv_writes, new_leader) = convergence?;

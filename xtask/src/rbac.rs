@@ -59,11 +59,9 @@ pub fn mark() -> u64 {
     std::fs::metadata(audit_log()).map(|m| m.len()).unwrap_or(0)
 }
 
-/// (apiGroup, resource[/subresource], verb)
-type Grant = (String, String, String);
-
-/// Checks the audit log from `since` (a [`mark`]) against the deployed roles.
-pub fn check(since: u64) -> Result<()> {
+/// The audited requests of the operator's service accounts, from the byte offset `since` (a
+/// [`mark`]) on.
+pub fn operator_requests(since: u64) -> Result<Vec<serde_json::Value>> {
     let path = audit_log();
     let mut f = std::fs::File::open(&path).with_context(|| {
         format!(
@@ -73,18 +71,29 @@ pub fn check(since: u64) -> Result<()> {
         )
     })?;
     f.seek(SeekFrom::Start(since))?;
-    let mut used: BTreeMap<Grant, u64> = BTreeMap::new();
-    let mut denied: BTreeMap<String, u64> = BTreeMap::new();
-    let mut events = 0u64;
+    let mut out = Vec::new();
     for line in BufReader::new(f).lines() {
-        let line = line?;
-        let Ok(ev) = serde_json::from_str::<serde_json::Value>(&line) else {
+        let Ok(ev) = serde_json::from_str::<serde_json::Value>(&line?) else {
             continue;
         };
         let user = ev["user"]["username"].as_str().unwrap_or_default();
-        if !user.starts_with(&format!("system:serviceaccount:{OPERATOR_NAMESPACE}:")) {
-            continue;
+        if user.starts_with(&format!("system:serviceaccount:{OPERATOR_NAMESPACE}:")) {
+            out.push(ev);
         }
+    }
+    Ok(out)
+}
+
+/// (apiGroup, resource[/subresource], verb)
+type Grant = (String, String, String);
+
+/// Checks the audit log from `since` (a [`mark`]) against the deployed roles.
+pub fn check(since: u64) -> Result<()> {
+    let path = audit_log();
+    let mut used: BTreeMap<Grant, u64> = BTreeMap::new();
+    let mut denied: BTreeMap<String, u64> = BTreeMap::new();
+    let mut events = 0u64;
+    for ev in operator_requests(since)? {
         events += 1;
         let Some(grant) = grant_of(&ev) else {
             continue;

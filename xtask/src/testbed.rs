@@ -507,7 +507,7 @@ fn kubectl(args: &[&str]) -> Result<()> {
 }
 
 /// Runs kubectl for a check: output is captured and returned, nothing is echoed.
-fn kubectl_quiet(args: &[&str]) -> Result<String> {
+pub fn kubectl_quiet(args: &[&str]) -> Result<String> {
     let out = kubectl_command(args).output().context("running kubectl")?;
     if !out.status.success() {
         bail!(
