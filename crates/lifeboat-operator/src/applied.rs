@@ -151,10 +151,11 @@ impl Applied {
         if let Ok(mut v) = self.versions.write() {
             v.insert(K::kind(&()).into_owned(), lookup);
         }
-        let config = watcher::Config::default().labels(selector);
+        let config = crate::observed::watch_config().labels(selector);
         // An Api over PartialObjectMeta asks for metadata only.
         watcher(Api::<PartialObjectMeta<K>>::all(client), config)
             .default_backoff()
+            .modify(|o: &mut PartialObjectMeta<K>| keep_identity_and_version(&mut o.metadata))
             .reflect(writer)
             .for_each(|event| async move {
                 if let Err(e) = event {
@@ -162,6 +163,18 @@ impl Applied {
                 }
             })
     }
+}
+
+/// All that [`Applied::check`] reads of a watched object. The rest of the metadata (managed
+/// fields above all, several per object under server-side apply) was most of the operator's
+/// memory at a thousand Clusters.
+pub fn keep_identity_and_version(m: &mut kube::api::ObjectMeta) {
+    *m = kube::api::ObjectMeta {
+        name: m.name.take(),
+        namespace: m.namespace.take(),
+        resource_version: m.resource_version.take(),
+        ..Default::default()
+    };
 }
 
 #[cfg(test)]
@@ -205,6 +218,28 @@ mod tests {
             data: Some(BTreeMap::from([("k".to_owned(), value.to_owned())])),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_watched_object_keeps_its_key_and_version_only() {
+        let mut m = kube::api::ObjectMeta {
+            name: Some("c-falkordb".into()),
+            namespace: Some("ns".into()),
+            resource_version: Some("41".into()),
+            labels: Some(BTreeMap::from([("a".to_owned(), "b".to_owned())])),
+            managed_fields: Some(vec![Default::default()]),
+            ..Default::default()
+        };
+        keep_identity_and_version(&mut m);
+        assert_eq!(
+            m,
+            kube::api::ObjectMeta {
+                name: Some("c-falkordb".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some("41".into()),
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

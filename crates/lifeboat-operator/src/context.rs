@@ -80,6 +80,8 @@ pub struct Context {
     pub applied: Arc<crate::applied::Applied>,
     /// What "now" is for deadlines and recorded times.
     pub clock: Clock,
+    /// Caches of what every Cluster pass reads; empty until the operator starts their watches.
+    pub observed: Arc<crate::observed::Observed>,
 }
 
 impl Context {
@@ -93,6 +95,7 @@ impl Context {
             config,
             applied: Arc::default(),
             clock: Clock::default(),
+            observed: Arc::default(),
         }
     }
 

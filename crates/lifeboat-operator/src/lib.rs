@@ -19,6 +19,7 @@ pub mod mover_env;
 pub mod mover_output;
 pub mod mutation;
 pub mod naming;
+pub mod observed;
 pub mod ownership;
 pub mod progress;
 pub mod repo;

@@ -17,7 +17,6 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::conditions;
 use lifeboat_api::dataprotection::v1alpha1::{
@@ -46,12 +45,12 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<DeserializeGuard<Backup>> = Api::all(ctx.client.clone());
-    let jobs = watcher::Config::default().labels(&format!(
+    let jobs = crate::observed::watch_config().labels(&format!(
         "{}={}",
         labels::MANAGED_BY,
         labels::MANAGED_BY_VALUE
     ));
-    Controller::new(api, watcher::Config::default())
+    Controller::new(api, crate::observed::watch_config())
         .owns(Api::<Job>::all(ctx.client.clone()), jobs)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)

@@ -227,6 +227,9 @@ pub async fn adopt(ctx: &Context, cluster: &Cluster) -> Result<()> {
         return Ok(());
     }
     let ns = cluster.namespace().unwrap_or_default();
+    if !crate::observed::may_have_loose_claims(ctx, &ns, &id.name) {
+        return Ok(());
+    }
     // Only a pre-filter: the claim name and the mounting pod are the proof.
     let candidates: Vec<PersistentVolumeClaim> = kubeapi::list(
         &ctx.client,

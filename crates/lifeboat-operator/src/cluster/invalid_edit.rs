@@ -60,7 +60,7 @@ pub async fn reconcile(
         restore_gate: false,
         pods: &ctx.config.pods,
     };
-    let password = super::read_password(ctx, &ns, &bi.secret_name()).await?;
+    let password = super::read_password(ctx, cluster, &ns, &bi.secret_name()).await?;
     for comp in &valid.components {
         let mut obs = ComponentObs {
             name: comp.spec.name.clone(),
@@ -68,7 +68,7 @@ pub async fn reconcile(
             ..Default::default()
         };
         let sts_name = naming::workload(&name, &comp.spec.name);
-        if let Some(sts) = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await? {
+        if let Some(sts) = crate::observed::statefulset(ctx, &ns, &sts_name).await? {
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
             obs.problems = super::observe_roles(ctx, &running, &valid, comp, &password).await?;

@@ -25,7 +25,6 @@ use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPolicy, BackupSchedule};
 use lifeboat_api::labels;
@@ -37,7 +36,7 @@ use crate::engine::ComponentKind;
 use crate::engine::replication::MANAGER_PORT;
 use crate::error::{Error, Result};
 use crate::restore::intent::{self, Deadlines};
-use crate::{kubeapi, naming};
+use crate::{kubeapi, naming, observed};
 use build::BuildInput;
 use status::{ComponentObs, RestoreState, StatusInput};
 
@@ -51,8 +50,8 @@ pub async fn run(
 ) {
     let client = ctx.client.clone();
     let clusters: Api<DeserializeGuard<Cluster>> = Api::all(client.clone());
-    let wc = watcher::Config::default();
-    let owned = watcher::Config::default().labels(&owned_selector());
+    let wc = crate::observed::watch_config();
+    let owned = crate::observed::watch_config().labels(&owned_selector());
     // The metadata of the objects every pass would re-apply, so that unchanged ones are not.
     let applied = &ctx.applied;
     let watches = [
@@ -67,23 +66,16 @@ pub async fn run(
         .owns(Api::<Job>::all(client.clone()), owned.clone())
         .owns(
             Api::<Restore>::all(client.clone()),
-            watcher::Config::default(),
+            crate::observed::watch_config(),
         );
-    // The fleet gauges are read from the caches at each scrape (crate::fleet).
+    // What every pass reads comes from caches (crate::observed); the fleet gauges are read from
+    // them and from the controller's Clusters at each scrape (crate::fleet).
+    let caches = ctx.observed.start(&client);
     let cluster_cache = controller.store();
-    let (restore_cache, restore_writer) = reflector::store::<Restore>();
-    let restore_watch = tokio::spawn(
-        watcher(
-            Api::<Restore>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .reflect(restore_writer)
-        .for_each(|_| async {}),
-    );
+    let observed = ctx.observed.clone();
     ctx.metrics.set_fleet_source(Arc::new(move || {
         let clusters = cluster_cache.state();
-        let restores = restore_cache.state();
+        let restores = observed.all_restores().unwrap_or_default();
         crate::fleet::of(
             clusters.iter().filter_map(|c| c.0.as_ref().ok()),
             restores.iter().map(AsRef::as_ref),
@@ -99,10 +91,9 @@ pub async fn run(
             }
         })
         .await;
-    for w in watches {
+    for w in watches.into_iter().chain(caches) {
         w.abort();
     }
-    restore_watch.abort();
 }
 
 fn owned_selector() -> String {
@@ -176,8 +167,10 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         Err(invalid) => return fail_invalid(cluster, ctx, status_input, invalid).await,
     };
 
+    // With a restore request, whether it arrived late is decided from these: read from the API
+    // server, not a cache that may not have seen the Restore created a moment ago.
     let restore_objects: Vec<Restore> =
-        kubeapi::list(&ctx.client, &ns, &format!("{}={name}", labels::INSTANCE)).await?;
+        observed::restores_of(ctx, &ns, &name, restore_intent.is_some()).await?;
     // A restore applies only when a Cluster is created. One asked of a Cluster that already runs
     // (the annotation added later; spec.restore is immutable) must not touch the workload: no
     // gate, no roll, no Job aimed at live volumes.
@@ -187,7 +180,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         // Only this Cluster's own count: an earlier Cluster of the same name may still be
         // going (see restore/leftovers.rs), and its objects say nothing about this one.
         let uid = cluster.metadata.uid.clone().unwrap_or_default();
-        let workload = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts)
+        let workload = observed::statefulset(ctx, &ns, &sts)
             .await?
             .is_some_and(|s| crate::ownership::controlled_by(&s.metadata, &uid));
         let restore_object = restore_objects.iter().any(|r| {
@@ -237,7 +230,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
 
     // The password is created once and never re-applied. Read first: a create refused as a
     // conflict on every pass would be a write request every few seconds.
-    let password = match read_password_opt(ctx, &ns, &input.secret_name()).await? {
+    let password = match read_password_opt(ctx, cluster, &ns, &input.secret_name()).await? {
         Some(p) => p,
         None => {
             if kubeapi::create_if_absent(
@@ -248,7 +241,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
             {
                 tracing::info!(cluster = %name, "created account secret");
             }
-            read_password(ctx, &ns, &input.secret_name()).await?
+            read_password(ctx, cluster, &ns, &input.secret_name()).await?
         }
     };
 
@@ -321,7 +314,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
         };
         if workload_allowed {
             let mut built = build::statefulset(&comp_input, comp);
-            let existing = kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?;
+            let existing = observed::statefulset(ctx, &ns, &sts_name).await?;
             match &existing {
                 Some(existing) => build::keep_claim_templates(&mut built, existing),
                 // Gone since the watch last saw it, or never made: sent whatever it says.
@@ -335,9 +328,7 @@ pub async fn reconcile(cluster: &Cluster, ctx: &Context) -> Result<Action> {
                 .and_then(|s| s.status)
                 .and_then(|s| s.ready_replicas)
                 .unwrap_or(0);
-        } else if let Some(sts) =
-            kubeapi::get_opt::<StatefulSet>(&ctx.client, &ns, &sts_name).await?
-        {
+        } else if let Some(sts) = observed::statefulset(ctx, &ns, &sts_name).await? {
             obs.workload = true;
             obs.ready_replicas = sts.status.and_then(|s| s.ready_replicas).unwrap_or(0);
         }
@@ -428,8 +419,8 @@ pub async fn component_pods(
     Ok(all.into_iter().filter(is_workload_pod).collect())
 }
 
-async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> {
-    read_password_opt(ctx, ns, secret)
+async fn read_password(ctx: &Context, cluster: &Cluster, ns: &str, secret: &str) -> Result<String> {
+    read_password_opt(ctx, cluster, ns, secret)
         .await?
         .ok_or_else(|| Error::MissingField {
             object: format!("Secret {ns}/{secret}"),
@@ -438,19 +429,30 @@ async fn read_password(ctx: &Context, ns: &str, secret: &str) -> Result<String> 
 }
 
 /// The password, `None` when the Secret does not exist; an error when it exists without one.
-async fn read_password_opt(ctx: &Context, ns: &str, secret: &str) -> Result<Option<String>> {
+async fn read_password_opt(
+    ctx: &Context,
+    cluster: &Cluster,
+    ns: &str,
+    secret: &str,
+) -> Result<Option<String>> {
+    let uid = cluster.uid().unwrap_or_default();
+    if let Some(p) = ctx.observed.password(ns, secret, &uid) {
+        return Ok(Some(p));
+    }
     let Some(s) = kubeapi::get_opt::<Secret>(&ctx.client, ns, secret).await? else {
         return Ok(None);
     };
-    s.data
+    let password = s
+        .data
         .as_ref()
         .and_then(|d| d.get(build::PASSWORD_KEY))
         .and_then(|b| String::from_utf8(b.0.clone()).ok())
-        .map(Some)
         .ok_or_else(|| Error::MissingField {
             object: format!("Secret {ns}/{secret}"),
             field: "data.password",
-        })
+        })?;
+    ctx.observed.remember_password(ns, secret, &uid, &password);
+    Ok(Some(password))
 }
 
 async fn fail_invalid(
@@ -496,7 +498,7 @@ async fn observe_roles(
     if comp.def.kind != ComponentKind::Data {
         return Ok(Vec::new());
     }
-    let pods = component_pods(ctx, &ns, &name, &comp.spec.name).await?;
+    let pods = observed::workload_pods(ctx, &ns, &name, &comp.spec.name).await?;
     let mut servers = BTreeMap::new();
     let mut waiting = Vec::new();
     for p in &pods {
@@ -529,7 +531,7 @@ async fn observe_roles(
     let mut sentinel_count = 0;
     if let Some(s) = valid.sentinel() {
         sentinel_count = usize::try_from(s.spec.replicas).unwrap_or(0);
-        for p in &component_pods(ctx, &ns, &name, &s.spec.name).await? {
+        for p in &observed::workload_pods(ctx, &ns, &name, &s.spec.name).await? {
             if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone())
                 && let Some(m) = roles::sentinel_master(
                     &ip,

@@ -14,7 +14,6 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
 use lifeboat_api::conditions;
 use lifeboat_api::dataprotection::v1alpha1::{BackupRepoPhase, BackupRepoStatus};
 use lifeboat_api::{BackupRepo, labels};
@@ -35,7 +34,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<DeserializeGuard<BackupRepo>> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    Controller::new(api, crate::observed::watch_config())
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(

@@ -14,7 +14,6 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{
     BackupPhase, BackupSchedulePhase, BackupScheduleStatus, ScheduleStatus,
@@ -51,11 +50,11 @@ pub async fn run(
 ) {
     let api: Api<DeserializeGuard<BackupSchedule>> = Api::all(ctx.client.clone());
     let backups: Api<Backup> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    Controller::new(api, crate::observed::watch_config())
         // A scheduled Backup that ends changes its schedule's status.
         .watches(
             backups,
-            watcher::Config::default().labels(labels::BACKUP_SCHEDULE),
+            crate::observed::watch_config().labels(labels::BACKUP_SCHEDULE),
             |b: Backup| {
                 let ns = b.namespace()?;
                 b.labels()
