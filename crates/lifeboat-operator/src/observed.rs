@@ -74,8 +74,20 @@ type PasswordKey = (String, String, String);
 /// A store, published once its watch has listed everything.
 type Slot<K> = Arc<OnceLock<Store<K>>>;
 
-fn managed() -> String {
+/// The label selector of the objects Lifeboat makes.
+pub fn managed() -> String {
     format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
+}
+
+/// Whether a cached object is in namespace `ns` and labelled as Cluster `cluster`'s.
+fn of_cluster<K: Resource>(o: &K, ns: &str, cluster: &str) -> bool {
+    o.meta().namespace.as_deref() == Some(ns)
+        && o.meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::INSTANCE))
+            .map(String::as_str)
+            == Some(cluster)
 }
 
 /// Fills `slot` with a store once its watch has listed everything, and feeds it until aborted.
@@ -208,8 +220,7 @@ pub async fn workload_pods(
     };
     let mut pods: Vec<Pod> = store
         .state_filter(|p| {
-            p.namespace().as_deref() == Some(ns)
-                && p.labels().get(labels::INSTANCE).map(String::as_str) == Some(cluster)
+            of_cluster(p, ns, cluster)
                 && p.labels().get(labels::COMPONENT_NAME).map(String::as_str) == Some(component)
                 && crate::cluster::is_workload_pod(p)
         })
@@ -243,10 +254,7 @@ pub async fn restores_of(
 ) -> Result<Vec<Restore>> {
     match ctx.observed.restores.get().filter(|_| !authoritative) {
         Some(store) => Ok(store
-            .state_filter(|r| {
-                r.namespace().as_deref() == Some(ns)
-                    && r.labels().get(labels::INSTANCE).map(String::as_str) == Some(cluster)
-            })
+            .state_filter(|r| of_cluster(r, ns, cluster))
             .into_iter()
             .map(|r| (*r).clone())
             .collect()),
@@ -257,14 +265,10 @@ pub async fn restores_of(
 /// Whether a Cluster may have claims to adopt: `false` only when the cache has listed the
 /// claims and holds none of this Cluster's without the UID label.
 pub fn may_have_loose_claims(ctx: &Context, ns: &str, cluster: &str) -> bool {
-    ctx.observed.loose_claims.get().is_none_or(|store| {
-        store
-            .find(|c| {
-                c.namespace().as_deref() == Some(ns)
-                    && c.labels().get(labels::INSTANCE).map(String::as_str) == Some(cluster)
-            })
-            .is_some()
-    })
+    ctx.observed
+        .loose_claims
+        .get()
+        .is_none_or(|store| store.find(|c| of_cluster(c, ns, cluster)).is_some())
 }
 
 #[cfg(test)]

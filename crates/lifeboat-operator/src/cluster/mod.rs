@@ -97,7 +97,7 @@ pub async fn run(
 }
 
 fn owned_selector() -> String {
-    format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
+    observed::managed()
 }
 
 async fn reconcile_guarded(
