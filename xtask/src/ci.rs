@@ -47,7 +47,9 @@ pub fn run(args: CiArgs) -> Result<()> {
             "--locked",
             "--exclude",
             "lifeboat-e2e",
-        ])
+        ])?;
+        // The e2e crate's own unit tests (how its watchers judge lies and cut stages) need no bed.
+        cargo(&["test", "--locked", "-p", "lifeboat-e2e", "--lib"])
     })?;
     // The simulation's release build side by side with the fuzz smoke runs (libFuzzer runs on
     // one core; the build ends in single-crate compiles): every parser of input Lifeboat did not

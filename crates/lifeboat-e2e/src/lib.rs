@@ -13,6 +13,7 @@ pub mod lifeboat;
 pub mod operator;
 pub mod s3;
 pub mod scenario;
+pub mod timeline;
 pub mod writer;
 
 use std::fmt::Write as _;
@@ -216,15 +217,56 @@ where
     }
 }
 
-async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
+/// A namespace `name` made afresh for a long-lived run (the demo, a benchmark): one a previous
+/// run left is deleted first, so the run can be repeated any number of times.
+pub async fn fresh_namespace(client: &Client, name: &str, label: &str) -> Result<TestNamespace> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(name).await?.is_some() {
+        println!("removing the previous namespace {name}");
+        delete_namespace(client, name).await?;
+    }
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": restricted_namespace_labels(label)}
+    }))?;
     namespaces
-        .delete(name, &DeleteParams::default())
+        .create(&PostParams::default(), &ns)
         .await
-        .context("deleting the namespace")?;
+        .with_context(|| format!("creating namespace {name}"))?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
     poll(
-        "the namespace to be deleted",
-        Duration::from_secs(180),
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async {
+            Ok(sas
+                .get_opt("default")
+                .await?
+                .map(|_| ())
+                .ok_or_else(|| "not created yet".to_string()))
+        },
+    )
+    .await?;
+    Ok(TestNamespace {
+        client: client.clone(),
+        name: name.to_owned(),
+    })
+}
+
+/// Deletes namespace `name` and waits until it is gone; one already being deleted is waited for.
+pub async fn delete_namespace(client: &Client, name: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let terminating = namespaces
+        .get_opt(name)
+        .await?
+        .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some());
+    if !terminating {
+        namespaces
+            .delete(name, &DeleteParams::default())
+            .await
+            .with_context(|| format!("deleting namespace {name}"))?;
+    }
+    poll(
+        &format!("namespace {name} to be deleted"),
+        Duration::from_secs(300),
         || async {
             Ok(match namespaces.get_opt(name).await? {
                 None => Ok(()),

@@ -444,6 +444,15 @@ async fn primary_target(
 
 /// A connection to the data server at `ip`, authenticated, with connect and reply deadlines.
 pub async fn connect(ip: &str, password: &str) -> redis::RedisResult<MultiplexedConnection> {
+    connect_with(ip, password, COMMAND_TIMEOUT).await
+}
+
+/// [`connect`] with a reply deadline of its own, for bulk loads whose commands take seconds.
+pub async fn connect_with(
+    ip: &str,
+    password: &str,
+    reply_deadline: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
     let info = ConnectionAddr::Tcp(ip.to_owned(), DATA_PORT)
         .into_connection_info()?
         .set_redis_settings(
@@ -453,7 +462,7 @@ pub async fn connect(ip: &str, password: &str) -> redis::RedisResult<Multiplexed
         );
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(COMMAND_TIMEOUT))
-        .set_response_timeout(Some(COMMAND_TIMEOUT));
+        .set_response_timeout(Some(reply_deadline));
     redis::Client::open(info)?
         .get_multiplexed_async_connection_with_config(&config)
         .await

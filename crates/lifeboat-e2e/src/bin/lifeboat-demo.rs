@@ -6,14 +6,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
 use lifeboat_api::{Backup, ClusterPhase, Restore};
 use lifeboat_e2e::lifeboat::*;
 use lifeboat_e2e::scenario::*;
-use lifeboat_e2e::{TestNamespace, client, poll};
-use serde_json::json;
+use lifeboat_e2e::{client, fresh_namespace, poll};
 
 const NS: &str = "lifeboat-demo";
 const REPO: &str = "lifeboat-demo-repo";
@@ -30,50 +28,8 @@ async fn main() -> Result<()> {
     let keys = env_u64("LIFEBOAT_DEMO_KEYS_PER_DB", 20_000);
     let value = usize::try_from(env_u64("LIFEBOAT_DEMO_VALUE_BYTES", 512)).unwrap_or(512);
     let client = client().await?;
-    let nss: Api<Namespace> = Api::all(client.clone());
     // A second run replaces the first one's clusters, so the demo can be run any number of times.
-    if let Some(old) = nss.get_opt(NS).await? {
-        println!("removing the previous demo namespace {NS}");
-        if old.metadata.deletion_timestamp.is_none() {
-            nss.delete(NS, &DeleteParams::default()).await?;
-        }
-        poll(
-            "the old demo namespace to go",
-            Duration::from_secs(300),
-            || async {
-                Ok(if nss.get_opt(NS).await?.is_none() {
-                    Ok(())
-                } else {
-                    Err("still there".to_string())
-                })
-            },
-        )
-        .await?;
-    }
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(
-            json!({"metadata": {"name": NS, "labels": lifeboat_e2e::restricted_namespace_labels("demo")}}),
-        )?,
-    )
-    .await?;
-    let ns = TestNamespace {
-        client: client.clone(),
-        name: NS.into(),
-    };
-    poll(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async {
-            let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = ns.api();
-            Ok(sas
-                .get_opt("default")
-                .await?
-                .map(|_| ())
-                .ok_or_else(|| "not yet".to_string()))
-        },
-    )
-    .await?;
+    let ns = fresh_namespace(&client, NS, "demo").await?;
     // Not marked default: the bed stays neutral for anything else that runs on it (the e2e tiers
     // after `cargo xtask demo`), and the Backup names its repo through a BackupPolicy.
     pvc_repo(&client, REPO).await?;
