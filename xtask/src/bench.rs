@@ -65,6 +65,9 @@ struct MoverBench {
     /// zstd level for the mover's backup (the mover's default is 3).
     #[arg(long, default_value_t = 3)]
     level: i32,
+    /// The mover's compression workers (`--compression-threads`; 0 = one per CPU, its default).
+    #[arg(long, default_value_t = 0)]
+    threads: u32,
     /// Busy processes (one core each) kept running through every measurement, for the
     /// loaded run: baselines and the mover then compete with the same load.
     #[arg(long, default_value_t = 0)]
@@ -549,6 +552,8 @@ fn mover(b: MoverBench) -> Result<()> {
                     data.display().to_string(),
                     "--compression-level".into(),
                     b.level.to_string(),
+                    "--compression-threads".into(),
+                    b.threads.to_string(),
                 ],
                 &env,
                 &report,
@@ -688,8 +693,16 @@ fn mover(b: MoverBench) -> Result<()> {
     line(
         &mut r,
         format!(
-            "mover zstd level {}; baseline zstd -1; page cache dropped before each step: {}",
+            "mover zstd level {} with {} compression workers; baseline zstd -1; page cache dropped before each step: {}",
             b.level,
+            if b.threads == 0 {
+                format!(
+                    "{} (one per CPU)",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                )
+            } else {
+                b.threads.to_string()
+            },
             if dropped { "yes" } else { "no (not root?)" }
         ),
     );
