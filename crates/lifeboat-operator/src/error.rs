@@ -10,6 +10,12 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// An object under this Cluster's names that an earlier Cluster of the same name made; the
+    /// pass waits for the garbage collector rather than use it.
+    #[error(
+        "{object} belongs to an earlier Cluster of this name (uid {owner}); waiting for the garbage collector to delete it"
+    )]
+    EarlierLife { object: String, owner: String },
     #[error("{object} has no {field}")]
     MissingField { object: String, field: &'static str },
     #[error("serializing {object}: {source}")]
@@ -27,6 +33,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { .. } => "kube",
+            Error::EarlierLife { .. } => "earlier_life",
             Error::MissingField { .. } => "missing_field",
             Error::Serialize { .. } => "serialize",
             Error::InvalidObject { .. } => "invalid_object",

@@ -27,6 +27,18 @@ pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
             .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
+/// The UID of the other object of kind `kind` that controls `meta`, when it is not the one
+/// with `uid`: an object an earlier Cluster of the same name made, which the garbage collector
+/// has yet to delete. `None` for objects this one controls and for objects no `kind` controls.
+pub fn earlier_controller(meta: &ObjectMeta, kind: &str, uid: &str) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == kind)
+        .filter(|o| o.uid != uid)
+        .map(|o| o.uid.clone())
+}
+
 /// The value of label `key`, if set.
 pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
@@ -62,6 +74,36 @@ mod tests {
             ),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_object_an_earlier_cluster_of_the_name_controls_is_told_apart() {
+        let controlled = |kind: &str, uid: &str| ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                kind: kind.into(),
+                uid: uid.into(),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            earlier_controller(&controlled("Cluster", "old"), "Cluster", "new"),
+            Some("old".into())
+        );
+        assert_eq!(
+            earlier_controller(&controlled("Cluster", "new"), "Cluster", "new"),
+            None
+        );
+        // Another kind's controller, or none at all (a Secret a user made): not an earlier life.
+        assert_eq!(
+            earlier_controller(&controlled("Restore", "old"), "Cluster", "new"),
+            None
+        );
+        assert_eq!(
+            earlier_controller(&ObjectMeta::default(), "Cluster", "new"),
+            None
+        );
     }
 
     #[test]

@@ -442,6 +442,14 @@ async fn read_password_opt(
     let Some(s) = kubeapi::get_opt::<Secret>(&ctx.client, ns, secret).await? else {
         return Ok(None);
     };
+    // An earlier Cluster's Secret, not yet collected, would hand its password to this Cluster's
+    // restore Jobs and then vanish under its pods; its replacement, made once it is gone, is ours.
+    if let Some(owner) = crate::ownership::earlier_controller(&s.metadata, "Cluster", &uid) {
+        return Err(Error::EarlierLife {
+            object: format!("Secret {ns}/{secret}"),
+            owner,
+        });
+    }
     let password = s
         .data
         .as_ref()
