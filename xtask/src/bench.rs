@@ -86,19 +86,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
 /// which must be up with Lifeboat deployed.
 fn restore(b: RestoreBench) -> Result<()> {
     let sizes: Vec<String> = b.sizes_mib.iter().map(u64::to_string).collect();
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.args([
-        "run",
-        "--quiet",
-        "-p",
-        "lifeboat-e2e",
-        "--bin",
-        "lifeboat-bench-restore",
-    ])
-    .env("KUBECONFIG", crate::testbed::kubeconfig_path())
-    .env("LIFEBOAT_BENCH_SIZES_MIB", sizes.join(","))
-    .env("LIFEBOAT_BENCH_KEEP", if b.keep { "1" } else { "0" })
-    .current_dir(workspace_root());
+    let mut c = crate::demo::e2e_bin("lifeboat-bench-restore");
+    c.env("LIFEBOAT_BENCH_SIZES_MIB", sizes.join(","))
+        .env("LIFEBOAT_BENCH_KEEP", if b.keep { "1" } else { "0" });
     if let Some(r) = &b.report {
         c.env("LIFEBOAT_BENCH_REPORT", std::path::absolute(r)?);
     }

@@ -21,16 +21,14 @@ pub fn run() -> Result<()> {
 /// left and leaves its own running, and marks no BackupRepo default, so it can run any number of
 /// times and before or after the e2e tiers; `cargo xtask ci` runs it before them.
 pub fn scenario() -> Result<()> {
+    status(&mut e2e_bin("lifeboat-demo"))
+}
+
+/// `cargo run` of a binary of crates/lifeboat-e2e against the bed.
+pub fn e2e_bin(bin: &str) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.args([
-        "run",
-        "--quiet",
-        "-p",
-        "lifeboat-e2e",
-        "--bin",
-        "lifeboat-demo",
-    ])
-    .env("KUBECONFIG", testbed::kubeconfig_path())
-    .current_dir(workspace_root());
-    status(&mut c)
+    c.args(["run", "--quiet", "-p", "lifeboat-e2e", "--bin", bin])
+        .env("KUBECONFIG", testbed::kubeconfig_path())
+        .current_dir(workspace_root());
+    c
 }

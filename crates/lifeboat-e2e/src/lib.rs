@@ -168,29 +168,7 @@ where
 {
     let client = client().await?;
     let name = format!("e2e-{test}-{}", suffix());
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": restricted_namespace_labels(test)}
-    }))?;
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .context("creating the test namespace")?;
-    // The ServiceAccount admission plugin rejects pods until the namespace's default
-    // ServiceAccount exists, and the controller-manager creates it asynchronously.
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
-    poll(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async {
-            Ok(sas
-                .get_opt("default")
-                .await?
-                .map(|_| ())
-                .ok_or_else(|| "not created yet".to_string()))
-        },
-    )
-    .await?;
+    create_namespace(&client, &name, test).await?;
 
     let started = Instant::now();
     let result = body(TestNamespace {
@@ -225,6 +203,16 @@ pub async fn fresh_namespace(client: &Client, name: &str, label: &str) -> Result
         println!("removing the previous namespace {name}");
         delete_namespace(client, name).await?;
     }
+    create_namespace(client, name, label).await?;
+    Ok(TestNamespace {
+        client: client.clone(),
+        name: name.to_owned(),
+    })
+}
+
+/// Creates namespace `name` with the restricted labels and waits for its default ServiceAccount.
+async fn create_namespace(client: &Client, name: &str, label: &str) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": restricted_namespace_labels(label)}
     }))?;
@@ -232,6 +220,8 @@ pub async fn fresh_namespace(client: &Client, name: &str, label: &str) -> Result
         .create(&PostParams::default(), &ns)
         .await
         .with_context(|| format!("creating namespace {name}"))?;
+    // The ServiceAccount admission plugin rejects pods until the namespace's default
+    // ServiceAccount exists, and the controller-manager creates it asynchronously.
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
     poll(
         "the default ServiceAccount",
@@ -244,11 +234,7 @@ pub async fn fresh_namespace(client: &Client, name: &str, label: &str) -> Result
                 .ok_or_else(|| "not created yet".to_string()))
         },
     )
-    .await?;
-    Ok(TestNamespace {
-        client: client.clone(),
-        name: name.to_owned(),
-    })
+    .await
 }
 
 /// Deletes namespace `name` and waits until it is gone; one already being deleted is waited for.
