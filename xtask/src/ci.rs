@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: everything CI runs, in order, each stage timed: fmt, clippy, CRD and chart
 //! drift, the workspace tests, the fuzz smoke runs and the simulation, then on the test bed the
-//! demo's scenario and the e2e tiers.
+//! demo's scenario and the e2e tiers, several at a time (see `e2e.rs`).
 
 use std::process::Command;
 
@@ -9,13 +9,16 @@ use clap::Args;
 
 use crate::paths::workspace_root;
 use crate::run::{stage, status};
-use crate::{crdgen, demo, deploy, fuzz, helm, rbac, sim, testbed};
+use crate::{crdgen, demo, deploy, e2e, fuzz, helm, rbac, sim, testbed};
 
 #[derive(Args)]
 pub struct CiArgs {
     /// Skip the stages that need the test bed.
     #[arg(long)]
     no_testbed: bool,
+    /// How many e2e tiers run at once on the bed (`cargo xtask e2e --lanes`).
+    #[arg(long, default_value_t = 3)]
+    e2e_lanes: usize,
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
@@ -88,37 +91,22 @@ pub fn run(args: CiArgs) -> Result<()> {
         }
     };
     // Every tier runs even after one failed, so that one run reports every broken tier.
-    let mut failed: Vec<&str> = demo
-        .into_iter()
-        .chain(
-            [
-                ("smoke", 2),
-                ("crds", 2),
-                ("examples", 2),
-                ("plugin", 2),
-                ("cluster", 1),
-                ("durability", 2),
-                ("restore", 1),
-                ("s3", 1),
-                // Two at a time: the one test that stops the operator gives the other room.
-                ("schedule", 2),
-                // Last: the namespaces the demo and the tiers leave behind.
-                ("leaks", 1),
-            ]
-            .into_iter()
-            .filter_map(|(tier, threads)| match testbed::run_e2e(tier, threads) {
-                Ok(()) => None,
-                Err(e) => {
-                    eprintln!("e2e tier {tier} failed: {e:#}");
-                    Some(tier)
-                }
-            }),
-        )
-        .collect();
+    let tiers = e2e::E2eArgs {
+        tiers: Vec::new(),
+        lanes: args.e2e_lanes,
+    };
+    let mut failed: Vec<String> = demo.into_iter().map(String::from).collect();
+    match e2e::run_tiers(&tiers) {
+        Ok(f) => failed.extend(f),
+        Err(e) => {
+            eprintln!("e2e tiers could not run: {e:#}");
+            failed.push("e2e".into());
+        }
+    }
     // After every tier: the audit covers all that they made the operator do.
     if let Err(e) = stage("rbac audit", || rbac::check(audit_from)) {
         eprintln!("rbac audit failed: {e:#}");
-        failed.push("rbac audit");
+        failed.push("rbac audit".into());
     }
     if !failed.is_empty() {
         anyhow::bail!("end-to-end stages failed: {}", failed.join(", "));

@@ -75,9 +75,12 @@ fn cargo_fuzz() -> Result<PathBuf> {
         root.display()
     );
     let root_s = root.to_string_lossy().into_owned();
+    // Unoptimised: cargo-fuzz only assembles cargo command lines, and on a fresh machine its
+    // optimised build cost minutes of CI.
     status(Command::new("cargo").args([
         "install",
         "cargo-fuzz",
+        "--debug",
         "--locked",
         "--version",
         CARGO_FUZZ_VERSION,

@@ -10,6 +10,7 @@ mod ci;
 mod crdgen;
 mod demo;
 mod deploy;
+mod e2e;
 mod fuzz;
 mod helm;
 mod paths;
@@ -48,6 +49,9 @@ enum Task {
     /// Randomized schedules of the Cluster and Backup controllers against an in-memory API, and
     /// the proof that they catch planted bugs (docs/simulation.md).
     Sim(sim::SimArgs),
+    /// Run the end-to-end tiers against the running bed, as CI does: several at once, then the
+    /// tests that disturb the whole bed one at a time.
+    E2e(e2e::E2eArgs),
     /// Rebuild the project's images and deploy Lifeboat onto the running test bed.
     Deploy,
     /// Check the operator's ClusterRole and Role against its requests in the bed's audit log.
@@ -64,6 +68,7 @@ fn main() -> anyhow::Result<()> {
         Task::Helm(args) => helm::run(args),
         Task::Fuzz(args) => fuzz::run(args),
         Task::Sim(args) => sim::run(args),
+        Task::E2e(args) => e2e::run(args),
         Task::Deploy => testbed::images().and_then(|()| deploy::operator()),
         Task::Rbac(args) => rbac::check(args.since),
     }

@@ -55,7 +55,10 @@ pub fn run(args: TestbedArgs) -> Result<()> {
             Ok(())
         }
         Action::Images => images(),
-        Action::E2e => run_e2e_smoke(),
+        Action::E2e => crate::e2e::run(crate::e2e::E2eArgs {
+            tiers: vec!["smoke".into()],
+            ..Default::default()
+        }),
     }
 }
 
@@ -113,7 +116,7 @@ fn logs_dir() -> PathBuf {
     state_dir().join("logs")
 }
 
-fn kubectl_bin() -> PathBuf {
+pub fn kubectl_bin() -> PathBuf {
     cache_dir().join("bin/kubectl")
 }
 
@@ -332,26 +335,13 @@ fn down_inner() -> Result<()> {
 }
 
 /// Runs the smoke suite against the running bed with KUBECONFIG set; for `cargo xtask ci`.
-pub fn run_e2e_smoke() -> Result<()> {
-    run_e2e("smoke", 2)
-}
-
-/// Runs one end-to-end test target of crates/lifeboat-e2e against the running bed.
-pub fn run_e2e(target: &str, threads: u32) -> Result<()> {
+/// Fails, printing each component's state, unless the bed is up and its node Ready.
+pub fn require_ready() -> Result<()> {
     if !is_ready() {
         print_status()?;
         bail!("the test bed is not ready; run `cargo xtask testbed up` first");
     }
-    stage(&format!("e2e {target}"), || {
-        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args(["test", "-p", "lifeboat-e2e", "--test", target])
-            .args(["--", "--test-threads", &threads.to_string()])
-            .env("KUBECONFIG", kubeconfig_path())
-            // The examples tier applies the manifests with kubectl, as a reader of the guide does.
-            .env("KUBECTL", kubectl_bin())
-            .current_dir(workspace_root());
-        status(&mut c)
-    })
+    Ok(())
 }
 
 /// Rebuilds the project's images from the current code and imports them into a running bed.

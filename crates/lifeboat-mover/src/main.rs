@@ -78,12 +78,23 @@ async fn run(cmd: Command) -> Result<(), Error> {
     match result? {
         Outcome::Line(line) => emit(&line),
         Outcome::Report(r) => report(r),
+        Outcome::Reports(rs) => {
+            // Every server's line is printed; the first mismatch is the command's failure.
+            let mut failed = Ok(());
+            for r in rs {
+                if let (Err(e), Ok(())) = (report(r), &failed) {
+                    failed = Err(e);
+                }
+            }
+            failed
+        }
     }
 }
 
 enum Outcome {
     Line(String),
     Report(VerifyReport),
+    Reports(Vec<VerifyReport>),
 }
 
 async fn outcome(cmd: Command) -> Result<Outcome, Error> {
@@ -100,7 +111,7 @@ async fn outcome(cmd: Command) -> Result<Outcome, Error> {
                 "restore complete");
             Outcome::Line(to_json(&s)?)
         }
-        Command::Verify(a) => Outcome::Report(verify::run(a).await?),
+        Command::Verify(a) => Outcome::Reports(verify::run_all(a).await?),
         Command::Drill(a) => Outcome::Report(drill::run(a).await?),
         Command::Inspect(a) => Outcome::Line(inspect::run(a).await?),
         Command::Delete(a) => {

@@ -34,12 +34,21 @@ pub struct VerifyArgs {
     /// over loopback only; the manager is on loopback. The password is its bearer token.
     #[arg(long, env = "LIFEBOAT_MANAGER_PORT")]
     pub manager_port: Option<u16>,
+    /// Verify each of these servers instead of --host, all at once (separated by spaces;
+    /// `HOST` or `HOST:PORT`, --port by default). Each is compared with the backup on its own;
+    /// the command fails if any differs. Each server's digest is computed where it runs, so
+    /// checking them together takes about as long as the slowest one.
+    #[arg(long, env = "LIFEBOAT_VERIFY_HOSTS", value_delimiter = ' ', num_args = 1..)]
+    pub hosts: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
     pub backup_name: String,
+    /// The server verified, as `HOST:PORT`; absent for a drill's private server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     #[serde(rename = "match")]
     pub matches: bool,
     pub message: String,
@@ -49,6 +58,59 @@ pub struct VerifyReport {
 }
 
 pub const EMPTY_MESSAGE: &str = "dataset is empty, as the backup recorded";
+
+/// Verifies `--host`, or every server of `--hosts` at once. The reports keep the hosts' order,
+/// except that every match comes before any mismatch: the last line printed is the verdict,
+/// which is the line the operator reads.
+pub async fn run_all(args: VerifyArgs) -> Result<Vec<VerifyReport>> {
+    let hosts: Vec<String> = args
+        .hosts
+        .iter()
+        .filter(|h| !h.is_empty())
+        .cloned()
+        .collect();
+    if hosts.is_empty() {
+        return Ok(vec![run(args).await?]);
+    }
+    crate::progress::stage("verify", 0);
+    let tasks: Vec<_> = hosts
+        .into_iter()
+        .map(|h| {
+            let mut a = args.clone();
+            let (host, port) = host_port(&h, a.server.port);
+            a.server.host = host;
+            a.server.port = port;
+            a.hosts.clear();
+            tokio::spawn(run(a))
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        reports.push(
+            t.await
+                .map_err(|e| Error::Internal(format!("verify task failed: {e}")))??,
+        );
+    }
+    Ok(verdict_last(reports))
+}
+
+/// `HOST:PORT` split, or `HOST` with the default port. An address with more than one colon (IPv6)
+/// is a host alone.
+fn host_port(entry: &str, default: u16) -> (String, u16) {
+    match entry.split_once(':') {
+        Some((h, p)) if !p.contains(':') => match p.parse() {
+            Ok(port) => (h.to_owned(), port),
+            Err(_) => (entry.to_owned(), default),
+        },
+        _ => (entry.to_owned(), default),
+    }
+}
+
+/// Matches first, mismatches last, each group in the order given.
+fn verdict_last(mut reports: Vec<VerifyReport>) -> Vec<VerifyReport> {
+    reports.sort_by_key(|r| !r.matches);
+    reports
+}
 
 pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
     crate::progress::stage("verify", 0);
@@ -96,7 +158,13 @@ pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
         .await
         .map_err(|e| Error::Internal(format!("verify task failed: {e}")))??,
     };
-    Ok(compare(backup, expected, live))
+    let mut report = compare(backup, expected, live);
+    let server = format!("{}:{}", args.server.host, args.server.port);
+    if !report.matches {
+        report.message = format!("{} (server {server})", report.message);
+    }
+    report.server = Some(server);
+    Ok(report)
 }
 
 /// The live fingerprint as the pod's instance manager computes it over loopback.
@@ -158,6 +226,7 @@ pub fn compare(backup_name: String, expected: Fingerprint, live: Fingerprint) ->
     };
     VerifyReport {
         backup_name,
+        server: None,
         matches,
         message,
         expected,
@@ -170,6 +239,43 @@ pub fn compare(backup_name: String, expected: Fingerprint, live: Fingerprint) ->
 mod tests {
     use super::*;
     use crate::fingerprint::DatabaseFingerprint;
+
+    #[test]
+    fn hosts_take_their_own_port_or_the_default() {
+        assert_eq!(host_port("fdb-0.h", 6379), ("fdb-0.h".into(), 6379));
+        assert_eq!(host_port("127.0.0.1:7001", 6379), ("127.0.0.1".into(), 7001));
+        assert_eq!(host_port("::1", 6379), ("::1".into(), 6379));
+    }
+
+    #[test]
+    fn a_mismatch_is_the_last_report_whatever_its_host_order() {
+        let mut differ = Fingerprint::default();
+        differ.databases.insert(
+            0,
+            DatabaseFingerprint {
+                keys: 1,
+                ..Default::default()
+            },
+        );
+        let mut bad = compare("b".into(), differ, Fingerprint::default());
+        bad.server = Some("fdb-0".into());
+        let mut good = compare("b".into(), Fingerprint::default(), Fingerprint::default());
+        good.server = Some("fdb-1".into());
+        let mut good2 = compare("b".into(), Fingerprint::default(), Fingerprint::default());
+        good2.server = Some("fdb-2".into());
+        let order: Vec<_> = verdict_last(vec![bad, good, good2])
+            .into_iter()
+            .map(|r| (r.server.unwrap_or_default(), r.matches))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("fdb-1".to_string(), true),
+                ("fdb-2".to_string(), true),
+                ("fdb-0".to_string(), false)
+            ]
+        );
+    }
 
     #[test]
     fn empty_backup_and_empty_server_match_with_the_empty_message() {

@@ -561,3 +561,90 @@ fn verify_waits_while_the_restored_server_is_loading() {
     assert_eq!(v.code, 0, "{v}\n{}", restored.log_tail());
     assert_eq!(v.json()["match"], true, "{v}");
 }
+
+/// The operator's verify Job checks every data pod with one `--hosts` run: each server is
+/// compared on its own, one line each, and a mismatch is the last line whichever server it is.
+#[test]
+fn every_server_of_hosts_is_verified_and_a_mismatch_is_the_last_line() {
+    let t = tempfile::tempdir().unwrap();
+    let repo_dir = t.path().join("repo");
+    std::fs::create_dir(&repo_dir).unwrap();
+    let repo = file_repo(&repo_dir);
+    let src = Server::start(&t.path().join("src"), true);
+    populate(&src);
+    let mut args = vec![
+        "backup".to_string(),
+        "--backup".into(),
+        "b".into(),
+        "--repo".into(),
+        repo.clone(),
+    ];
+    args.extend(src.args());
+    mover(&args, &[]).assert_ok();
+    let servers: Vec<Server> = ["one", "two"]
+        .iter()
+        .map(|d| {
+            let dst = t.path().join(d);
+            mover(
+                &[
+                    "restore",
+                    "--backup",
+                    "b",
+                    "--repo",
+                    &repo,
+                    "--target",
+                    dst.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .assert_ok();
+            Server::start(&dst, true)
+        })
+        .collect();
+    let names: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    let vargs = [
+        "verify",
+        "--backup",
+        "b",
+        "--repo",
+        &repo,
+        "--hosts",
+        &names.join(" "),
+    ];
+    let results = |out: &Out| -> Vec<(String, bool)> {
+        out.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("match").is_some())
+            .map(|v| (v["server"].as_str().unwrap_or("").to_owned(), v["match"] == true))
+            .collect()
+    };
+
+    let ok = mover(&vargs, &[]);
+    ok.assert_ok();
+    assert_eq!(
+        results(&ok),
+        [(names[0].clone(), true), (names[1].clone(), true)],
+        "{ok}"
+    );
+
+    // The first server diverges: its line comes last, and the failure names it.
+    let mut c = servers[0].con();
+    redis::cmd("SET")
+        .arg("intruder")
+        .arg("1")
+        .query::<()>(&mut c)
+        .unwrap();
+    let bad = mover(&vargs, &[]);
+    bad.assert_fails(11, &["b"]);
+    assert_eq!(
+        results(&bad),
+        [(names[1].clone(), true), (names[0].clone(), false)],
+        "{bad}"
+    );
+    let last = bad.stdout.lines().last().unwrap_or("");
+    assert!(last.contains(&format!("(server {})", names[0])), "{bad}");
+}

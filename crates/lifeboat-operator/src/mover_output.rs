@@ -117,6 +117,9 @@ pub struct BackupLine {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyLine {
+    /// The server verified, `HOST:PORT` (a pod's DNS name); absent from older movers.
+    #[serde(default)]
+    pub server: Option<String>,
     #[serde(rename = "match")]
     pub matches: bool,
     pub expected: Fingerprint,
@@ -126,15 +129,24 @@ pub struct VerifyLine {
 }
 
 impl VerifyLine {
-    /// The verification as the Restore's status shows it.
-    pub fn to_status(&self, pod: Option<String>) -> RestoreVerification {
+    /// The verification as the Restore's status shows it, naming the pod the line is about.
+    pub fn to_status(&self) -> RestoreVerification {
         RestoreVerification {
             matched: self.matches,
             expected: (&self.expected).into(),
             observed: Some((&self.live).into()),
-            pod,
+            pod: self.pod(),
             time: None,
         }
+    }
+
+    /// The pod verified: the first label of the server's DNS name.
+    pub fn pod(&self) -> Option<String> {
+        self.server
+            .as_deref()
+            .and_then(|h| h.split(['.', ':']).next())
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
     }
 }
 
@@ -222,10 +234,18 @@ mod tests {
     }
 
     #[test]
-    fn reads_a_verify_mismatch() {
-        let line = r#"{"backupName":"b","match":false,"message":"m","expected":{"databases":{"0":{"keys":10}}},"live":{"databases":{}},"differences":["db0: 10 keys in the backup, 0 live"]}"#;
+    fn a_verify_line_of_an_older_mover_names_no_pod() {
+        let line = r#"{"backupName":"b","match":true,"message":"m","expected":{"databases":{}},"live":{"databases":{}}}"#;
         let v: VerifyLine = last(line).expect("parses");
-        let s = v.to_status(Some("p-0".into()));
+        assert_eq!(v.to_status().pod, None);
+    }
+
+    #[test]
+    fn reads_a_verify_mismatch() {
+        let line = r#"{"backupName":"b","server":"fdb-falkordb-1.fdb-falkordb-headless.ns.svc.cluster.local:6379","match":false,"message":"m","expected":{"databases":{"0":{"keys":10}}},"live":{"databases":{}},"differences":["db0: 10 keys in the backup, 0 live"]}"#;
+        let v: VerifyLine = last(line).expect("parses");
+        let s = v.to_status();
+        assert_eq!(s.pod.as_deref(), Some("fdb-falkordb-1"));
         assert!(!s.matched);
         assert_eq!(s.expected.keys.get("0"), Some(&10));
         assert_eq!(s.observed.map(|o| o.keys.len()), Some(0));

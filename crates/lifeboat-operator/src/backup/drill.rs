@@ -392,6 +392,7 @@ mod tests {
             },
         );
         VerifyLine {
+            server: None,
             matches,
             expected: fp.clone(),
             live: fp,

@@ -257,15 +257,14 @@ pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
         "LIFEBOAT_MANAGER_PORT",
         crate::engine::replication::MANAGER_PORT.to_string(),
     ));
-    // Each server is verified on its own: a replica that has not synced, or a primary that lost
-    // keys, both fail the restore.
-    let script = "set -e; for h in $LIFEBOAT_VERIFY_HOSTS; do \
-                  lifeboat-mover verify --host \"$h\"; done";
+    // Each server is verified on its own, all at once (`LIFEBOAT_VERIFY_HOSTS`): a replica that
+    // has not synced, or a primary that lost keys, both fail the restore, and each digest is
+    // computed in its own pod.
     let container = Container {
         name: "verify".into(),
         image: Some(input.image.to_owned()),
         image_pull_policy: Some("IfNotPresent".into()),
-        command: Some(vec!["/bin/sh".into(), "-c".into(), script.into()]),
+        command: Some(vec!["lifeboat-mover".into(), "verify".into()]),
         env: Some(env_vars),
         volume_mounts: Some(input.repo.mounts.clone()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),

@@ -549,7 +549,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
             .as_deref()
             .and_then(crate::mover_output::last::<crate::mover_output::VerifyLine>);
         if let Some(v) = &line {
-            p.status.verification = Some(v.to_status(None));
+            p.status.verification = Some(v.to_status());
         }
         // A Job that exits 0 has not proven anything by itself: completion needs the mover's
         // result line, saying it matches, with both fingerprints recorded.
