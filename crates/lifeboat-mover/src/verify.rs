@@ -243,7 +243,10 @@ mod tests {
     #[test]
     fn hosts_take_their_own_port_or_the_default() {
         assert_eq!(host_port("fdb-0.h", 6379), ("fdb-0.h".into(), 6379));
-        assert_eq!(host_port("127.0.0.1:7001", 6379), ("127.0.0.1".into(), 7001));
+        assert_eq!(
+            host_port("127.0.0.1:7001", 6379),
+            ("127.0.0.1".into(), 7001)
+        );
         assert_eq!(host_port("::1", 6379), ("::1".into(), 6379));
     }
 

@@ -619,7 +619,12 @@ fn every_server_of_hosts_is_verified_and_a_mismatch_is_the_last_line() {
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v.get("match").is_some())
-            .map(|v| (v["server"].as_str().unwrap_or("").to_owned(), v["match"] == true))
+            .map(|v| {
+                (
+                    v["server"].as_str().unwrap_or("").to_owned(),
+                    v["match"] == true,
+                )
+            })
             .collect()
     };
 

@@ -213,6 +213,8 @@ async fn one_size(ns: &TestNamespace, size_mib: u64) -> Result<SizeReport> {
     let restore_stages = timeline::stages(&restore_seen, RESTORE_STAGES, DATA_PODS)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("Cluster {restored}"))?;
+    // Where the load and verify stages went, from the servers' and the verify Job's own words.
+    print_restore_logs(ns, &restored).await?;
     // A fast restore of the wrong data is no result.
     assert_verification(ns, &restored).await?;
     let primary = poll("one primary label", Duration::from_secs(120), || {
@@ -250,6 +252,62 @@ async fn one_size(ns: &TestNamespace, size_mib: u64) -> Result<SizeReport> {
         raw_copy_bytes,
         overhead_seconds: overhead.as_secs_f64(),
     })
+}
+
+/// What the restored data servers logged about loading and syncing, and the verify Job's result
+/// lines (server, verdict), each with the kubelet's timestamp.
+async fn print_restore_logs(ns: &TestNamespace, cluster: &str) -> Result<()> {
+    const SERVER_LINES: &[&str] = &[
+        "Loading RDB",
+        "Done loading RDB",
+        "DB loaded from disk",
+        "Ready to accept connections",
+        "MASTER <-> REPLICA sync",
+        "Partial resynchronization",
+        "Full resync",
+        "Successful partial",
+        "Starting BGSAVE",
+        "Background saving terminated",
+        "Synchronization with replica",
+    ];
+    let pods: Api<Pod> = ns.api();
+    let params = kube::api::LogParams {
+        timestamps: true,
+        ..Default::default()
+    };
+    for p in component_pods(ns, cluster, "falkordb").await? {
+        let name = kube::ResourceExt::name_any(&p);
+        let log = pods.logs(&name, &params).await.unwrap_or_default();
+        println!("  {name}:");
+        for l in log
+            .lines()
+            .filter(|l| SERVER_LINES.iter().any(|m| l.contains(m)))
+        {
+            println!("    {}", l.chars().take(200).collect::<String>());
+        }
+    }
+    let verify = format!("job-name={cluster}-falkordb-verify");
+    for p in pods
+        .list(&kube::api::ListParams::default().labels(&verify))
+        .await?
+    {
+        let name = kube::ResourceExt::name_any(&p);
+        let log = pods.logs(&name, &params).await.unwrap_or_default();
+        println!("  {name}:");
+        for l in log.lines() {
+            let (at, rest) = l.split_once(' ').unwrap_or(("", l));
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(rest)
+                && v.get("match").is_some()
+            {
+                println!("    {at} server {} match {}", v["server"], v["match"]);
+            } else if rest.contains("\"stage\":\"verify\"")
+                || rest.contains("verify") && !rest.starts_with('{')
+            {
+                println!("    {}", l.chars().take(200).collect::<String>());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Stage names prefixed with their position, so a map keeps the order they ran in.
