@@ -373,7 +373,6 @@ fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snaps
         let mut files = vec![(dbfilename.clone(), Role::Rdb, rdb_path.clone(), rdb)];
         files.extend(extra_files(
             &data_dir,
-            &appenddirname,
             aclfile.as_deref(),
             server_dir.as_deref(),
         )?);
@@ -391,35 +390,15 @@ fn snapshot(args: &BackupArgs, opts: &crate::server::ServerOpts) -> Result<Snaps
     })
 }
 
-/// The AOF directory's files and the ACL file, when present. They are archived for completeness;
-/// restore only uses the ACL file (see docs/mover.md).
+/// The ACL file, when present. The AOF directory is not archived: its increments run past the
+/// snapshot that was fingerprinted, so restore could never use them, and archiving them doubled
+/// what every backup compressed and stored (docs/mover.md).
 fn extra_files(
     data_dir: &FsPath,
-    appenddirname: &str,
     aclfile: Option<&str>,
     server_dir: Option<&str>,
 ) -> Result<Vec<(String, Role, PathBuf, std::fs::File)>> {
     let mut out = Vec::new();
-    let aof_dir = data_dir.join(appenddirname);
-    match std::fs::read_dir(&aof_dir) {
-        Ok(rd) => {
-            let mut names = Vec::new();
-            for e in rd {
-                let e = e.map_err(|e| Error::local_io("listing AOF directory", &aof_dir, e))?;
-                if e.file_type().map(|t| t.is_file()).unwrap_or(false) {
-                    names.push(e.file_name().to_string_lossy().into_owned());
-                }
-            }
-            names.sort();
-            for n in names {
-                let p = aof_dir.join(&n);
-                let f = open(&p, "opening AOF file")?;
-                out.push((format!("{appenddirname}/{n}"), Role::Aof, p, f));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::local_io("listing AOF directory", &aof_dir, e)),
-    }
     let acl_path = match aclfile {
         Some(a) => rebase(a, server_dir, data_dir),
         None => data_dir.join("users.acl"),

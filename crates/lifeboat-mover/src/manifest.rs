@@ -74,8 +74,8 @@ pub struct Consistency {
 pub enum Role {
     /// The RDB snapshot taken at the consistent point; restore uses it.
     Rdb,
-    /// A file of the server's AOF directory at backup time; archived, not restored (see
-    /// docs/mover.md for why restore seeds the AOF directory from the RDB instead).
+    /// A file of the server's AOF directory at backup time, which earlier movers archived;
+    /// never restored (see docs/mover.md for why restore seeds the AOF directory from the RDB).
     Aof,
     /// The ACL file; restored.
     Acl,

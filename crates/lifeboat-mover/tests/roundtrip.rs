@@ -86,6 +86,23 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
     assert_eq!(m["formatVersion"], 1);
     assert_eq!(m["fingerprint"]["databases"], *fp);
     assert_eq!(m["objects"][0]["role"], "rdb");
+    // The source runs with its AOF on, but the AOF's files are not the fingerprinted snapshot and
+    // restore never writes them: the backup holds the RDB alone.
+    assert!(
+        src_dir_has_aof(&t.path().join("src")),
+        "the source server keeps an AOF"
+    );
+    let roles: Vec<&str> = m["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["rdb"], "{insp_json}");
+    assert_eq!(
+        m["totalSize"], m["objects"][0]["size"],
+        "the backup's data is the RDB's bytes: {insp_json}"
+    );
 
     let dst = t.path().join("dst");
     let r = mover(
@@ -366,6 +383,10 @@ fn restored_data_survives_the_appendonly_trap() {
         "{}",
         restored.log_tail()
     );
+}
+
+fn src_dir_has_aof(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir.join("appendonlydir")).is_ok_and(|mut d| d.next().is_some())
 }
 
 fn walk(dir: &std::path::Path) -> Vec<String> {

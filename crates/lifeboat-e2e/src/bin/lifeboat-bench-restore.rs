@@ -129,8 +129,8 @@ fn sized_cluster(mut manifest: serde_json::Value, storage: &str) -> serde_json::
 
 async fn one_size(ns: &TestNamespace, size_mib: u64) -> Result<SizeReport> {
     let bytes = size_mib * 1024 * 1024;
-    // Restore asks for twice what the Backup recorded, and a Backup records the source's
-    // archived AOF files beside the RDB, about as large again.
+    // The source keeps its RDB and its AOF (an RDB-preamble base as large again) and needs room
+    // for a rewrite beside them; restore asks for twice the Backup's data.
     let storage = format!("{}Mi", (size_mib * 6).max(1024));
     let (src, empty, restored, bk) = (
         format!("src-{size_mib}"),
