@@ -25,8 +25,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let verify = last::<VerifyLine>(logs);
     if let Some(v) = &verify {
-        let s = v.to_status(Some("p-0".into()));
+        let s = v.to_status();
         assert_eq!(s.matched, v.matches);
+        // The pod is one DNS label of the server's name, never a whole address.
+        assert!(s.pod.as_deref().is_none_or(|p| !p.is_empty() && !p.contains(['.', ':'])));
     }
     match judge("drill-job", true, None, None, verify.as_ref()) {
         Judgement::Passed(_) => assert!(verify.as_ref().is_some_and(|v| v.matches)),
