@@ -637,7 +637,22 @@ impl LieWatcher {
     }
 
     /// Stops watching; fails listing every lie seen, or when the watch saw nothing or failed.
-    pub fn finish(self) -> Result<()> {
+    ///
+    /// A watch delivers what happened a moment later, and a Cluster that fails at validation is
+    /// done within seconds: on a loaded bed the test could reach here before the watch's first
+    /// event. So a watch that has seen nothing of this Cluster yet gets up to [`FIRST_EVENT`] to
+    /// see it (the Cluster exists, so its event must come) before it is judged blind.
+    pub async fn finish(self) -> Result<()> {
+        let seen_any = || {
+            self.seen
+                .lock()
+                .map(|g| g.events > g.earlier || !g.errors.is_empty())
+                .unwrap_or(true)
+        };
+        let deadline = tokio::time::Instant::now() + FIRST_EVENT;
+        while !seen_any() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         self.task.abort();
         let s = self.seen.lock().map(|g| g.clone()).unwrap_or_default();
         if !s.violations.is_empty() {
@@ -667,6 +682,9 @@ impl LieWatcher {
         Ok(())
     }
 }
+
+/// How long [`LieWatcher::finish`] waits for a watch's first event of its Cluster.
+const FIRST_EVENT: Duration = Duration::from_secs(30);
 
 enum Either {
     Pod(Box<Pod>),

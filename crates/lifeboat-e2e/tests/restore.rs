@@ -135,7 +135,7 @@ async fn restore_and_check(
             Ok(())
         }
         .await;
-        let lies = watcher.finish();
+        let lies = watcher.finish().await;
         outcome?;
         lies
     })
@@ -314,7 +314,7 @@ async fn empty_cluster_backup_restores_to_an_empty_cluster() -> Result<()> {
             Ok(())
         }
         .await;
-        let lies = watcher.finish();
+        let lies = watcher.finish().await;
         outcome?;
         lies
     })
@@ -348,7 +348,7 @@ async fn expect_failed(
         "a failed restore created the data StatefulSet"
     );
     report_failure_latency(ns, &name).await?;
-    watcher.finish()
+    watcher.finish().await
 }
 
 /// Prints how long after the Restore failed its reason was on the Cluster (what `kubectl describe
@@ -558,7 +558,7 @@ async fn pvc_deleted_while_prepare_data_runs_fails_naming_it() -> Result<()> {
             msg.contains("data-r-pvcgone-falkordb-1"),
             "message does not name the PVC: {msg}"
         );
-        watcher.finish()
+        watcher.finish().await
     })
     .await
 }
@@ -610,7 +610,7 @@ async fn restore_job_that_can_never_be_scheduled_fails_by_its_deadline() -> Resu
                 .is_some(),
             "the stuck Job was removed"
         );
-        watcher.finish()
+        watcher.finish().await
     })
     .await
 }
@@ -639,7 +639,7 @@ async fn corrupted_backup_object_fails_the_restore_with_the_checksum() -> Result
             sts.get_opt("r-corrupt-falkordb").await?.is_none(),
             "a database started on a corrupt restore"
         );
-        watcher.finish()
+        watcher.finish().await
     })
     .await
 }
@@ -760,7 +760,7 @@ echo "altered the first digest in $m: $c -> $n""#
             "the Restore is not Failed: {:?}",
             r.status
         );
-        watcher.finish()
+        watcher.finish().await
     })
     .await
 }
@@ -844,7 +844,7 @@ async fn a_cluster_created_again_under_its_name_never_inherits_the_earlier_resto
             );
             assert_verification(&ns, "r-again").await?;
             assert_restored(&ns, "r-again", &source().await?.written).await?;
-            watcher.finish()
+            watcher.finish().await
         }
         .await;
         // Never leave the hold behind, whatever happened.
@@ -932,7 +932,7 @@ async fn a_restore_pod_refused_by_admission_fails_by_the_deadline_naming_the_ref
             took.as_secs_f64(),
             (bound - Duration::from_secs(60)).as_secs()
         );
-        watcher.finish()
+        watcher.finish().await
     })
     .await;
     let _ = bindings.delete(name, &DeleteParams::default()).await;
@@ -1108,7 +1108,7 @@ async fn operator_killed_during_prepare_data_resumes_without_duplicating_jobs() 
             Ok(())
         }
         .await;
-        let lies = watcher.finish();
+        let lies = watcher.finish().await;
         outcome?;
         lies
     })
@@ -1174,7 +1174,7 @@ async fn backup_of_a_restoring_cluster_waits_then_holds_the_restored_data() -> R
         .await;
         let _ = backups.delete("r-bwait-backup", &DeleteParams::default()).await;
         let _ = policies.delete("r-bwait-to-e2e-repo", &DeleteParams::default()).await;
-        let lies = watcher.finish();
+        let lies = watcher.finish().await;
         outcome?;
         lies
     })

@@ -153,7 +153,7 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
                     Ok(())
                 }
                 .await;
-                let lies = watcher.finish();
+                let lies = watcher.finish().await;
                 outcome?;
                 lies
             }
@@ -405,7 +405,7 @@ async fn repo_unreachable_during_prepare_data_fails_the_restore() -> Result<()> 
                 !failed_jobs.is_empty(),
                 "no failed Job was kept for its logs"
             );
-            watcher.finish()
+            watcher.finish().await
         }
     })
     .await;
@@ -474,7 +474,7 @@ async fn a_store_behind_a_private_authority_is_reached_with_the_repos_ca_bundle(
             Ok(())
         }
         .await;
-        let lies = watcher.finish();
+        let lies = watcher.finish().await;
         outcome?;
         lies
     })

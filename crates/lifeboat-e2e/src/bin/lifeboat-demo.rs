@@ -73,7 +73,7 @@ async fn main() -> Result<()> {
     )
     .await?;
     let running = wait_phase(&ns, "fdb-restored", ClusterPhase::Running, RESTORE_TIMEOUT).await;
-    let lies = watcher.finish();
+    let lies = watcher.finish().await;
     running?;
     lies?;
     println!(
