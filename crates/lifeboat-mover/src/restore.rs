@@ -3,8 +3,8 @@
 //! With `appendonly yes` and no AOF directory, Redis 7+ ignores `dump.rdb`, creates an empty AOF
 //! and starts with no data. Restore therefore seeds the AOF directory from the backed-up RDB (the
 //! consistent point): `<appenddirname>/<appendfilename>.1.base.rdb` plus a manifest naming it as
-//! the only, base, file. The source's live AOF files are archived in the backup but not restored:
-//! their increments run past the fingerprinted point.
+//! the only, base, file. The source's live AOF files are not restored (backups no longer hold
+//! them; earlier ones do): their increments run past the fingerprinted point.
 
 use std::path::{Path, PathBuf};
 
