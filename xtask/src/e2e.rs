@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::paths::workspace_root;
-use crate::run::{stage, status};
+use crate::run::{stage, status, succeeded};
 use crate::testbed;
 
 /// A test target of crates/lifeboat-e2e and the test threads it runs with.
@@ -113,16 +113,12 @@ pub fn run(args: E2eArgs) -> Result<()> {
 /// one run reports every broken tier. Errs only when none could run.
 pub fn run_tiers(args: &E2eArgs) -> Result<Vec<String>> {
     testbed::require_ready()?;
-    let known: Vec<&str> = FIRST
-        .iter()
-        .chain(POOL)
-        .chain(LAST)
-        .map(|t| t.name)
-        .collect();
+    let known: Vec<&str> = tier_names();
     if let Some(unknown) = args.tiers.iter().find(|t| !known.contains(&t.as_str())) {
         bail!("no e2e tier {unknown}; the tiers are {}", known.join(", "));
     }
-    let chosen = |t: &&Tier| args.tiers.is_empty() || args.tiers.iter().any(|n| n == t.name);
+    let wanted = |name: &str| args.tiers.is_empty() || args.tiers.iter().any(|n| n == name);
+    let chosen = |t: &&Tier| wanted(t.name);
     // Built once before the tiers start, so that they do not queue on cargo's lock one by one.
     stage("e2e build", || {
         status(
@@ -166,7 +162,7 @@ pub fn run_tiers(args: &E2eArgs) -> Result<Vec<String>> {
     let mut tiers_with_exclusive: Vec<&str> = EXCLUSIVE.iter().map(|(t, _, _)| *t).collect();
     tiers_with_exclusive.dedup();
     for tier_name in tiers_with_exclusive {
-        if !args.tiers.is_empty() && !args.tiers.iter().any(|n| n == tier_name) {
+        if !wanted(tier_name) {
             continue;
         }
         let tests: Vec<&str> = EXCLUSIVE
@@ -187,6 +183,16 @@ pub fn run_tiers(args: &E2eArgs) -> Result<Vec<String>> {
         record(t.name.to_string(), run_tier(t, &Filter::SkipExclusive));
     }
     Ok(failed.into_inner().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Every tier's name, in the order they run.
+fn tier_names() -> Vec<&'static str> {
+    FIRST
+        .iter()
+        .chain(POOL)
+        .chain(LAST)
+        .map(|t| t.name)
+        .collect()
 }
 
 enum Filter<'a> {
@@ -252,10 +258,7 @@ fn prefixed(c: &mut Command, label: &str) -> Result<()> {
     let st = child
         .wait()
         .with_context(|| format!("waiting for {line}"))?;
-    if !st.success() {
-        bail!("command failed ({st}): {line}");
-    }
-    Ok(())
+    succeeded(st, &line)
 }
 
 fn copy_lines(from: impl Read, label: &str) {
@@ -275,12 +278,7 @@ mod tests {
 
     #[test]
     fn every_exclusive_test_names_a_tier_that_runs() {
-        let tiers: Vec<&str> = FIRST
-            .iter()
-            .chain(POOL)
-            .chain(LAST)
-            .map(|t| t.name)
-            .collect();
+        let tiers: Vec<&str> = tier_names();
         for (tier_name, test, _) in EXCLUSIVE {
             assert!(
                 tiers.contains(tier_name),
@@ -319,12 +317,7 @@ mod tests {
     #[test]
     fn every_test_target_is_a_tier() {
         let dir = workspace_root().join("crates/lifeboat-e2e/tests");
-        let tiers: Vec<&str> = FIRST
-            .iter()
-            .chain(POOL)
-            .chain(LAST)
-            .map(|t| t.name)
-            .collect();
+        let tiers: Vec<&str> = tier_names();
         let entries = std::fs::read_dir(&dir).map(|d| d.flatten().collect::<Vec<_>>());
         let entries = entries.unwrap_or_default();
         assert!(

@@ -19,6 +19,11 @@ pub fn status(c: &mut Command) -> Result<()> {
     let st = c
         .status()
         .with_context(|| format!("could not start {line}"))?;
+    succeeded(st, &line)
+}
+
+/// Fails with the command line when a command exited non-zero.
+pub fn succeeded(st: std::process::ExitStatus, line: &str) -> Result<()> {
     if !st.success() {
         bail!("command failed ({st}): {line}");
     }

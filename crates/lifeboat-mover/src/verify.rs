@@ -240,6 +240,19 @@ mod tests {
     use super::*;
     use crate::fingerprint::DatabaseFingerprint;
 
+    /// A fingerprint of `keys` keys in database 0.
+    fn keys_in_db0(keys: u64) -> Fingerprint {
+        let mut f = Fingerprint::default();
+        f.databases.insert(
+            0,
+            DatabaseFingerprint {
+                keys,
+                ..Default::default()
+            },
+        );
+        f
+    }
+
     #[test]
     fn hosts_take_their_own_port_or_the_default() {
         assert_eq!(host_port("fdb-0.h", 6379), ("fdb-0.h".into(), 6379));
@@ -252,14 +265,7 @@ mod tests {
 
     #[test]
     fn a_mismatch_is_the_last_report_whatever_its_host_order() {
-        let mut differ = Fingerprint::default();
-        differ.databases.insert(
-            0,
-            DatabaseFingerprint {
-                keys: 1,
-                ..Default::default()
-            },
-        );
+        let differ = keys_in_db0(1);
         let mut bad = compare("b".into(), differ, Fingerprint::default());
         bad.server = Some("fdb-0".into());
         let mut good = compare("b".into(), Fingerprint::default(), Fingerprint::default());
@@ -289,14 +295,7 @@ mod tests {
 
     #[test]
     fn empty_server_for_non_empty_backup_is_a_mismatch() {
-        let mut want = Fingerprint::default();
-        want.databases.insert(
-            0,
-            DatabaseFingerprint {
-                keys: 2,
-                ..Default::default()
-            },
-        );
+        let want = keys_in_db0(2);
         let r = compare("b".into(), want, Fingerprint::default());
         assert!(!r.matches);
         assert!(

@@ -25,15 +25,7 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
     let social = graph_rows(&mut c, 0, "social", SOCIAL_Q);
     let roads = graph_rows(&mut c, 1, "roads", ROADS_Q);
 
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "nightly-1".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    let out = mover(&args, &[]);
+    let out = backup_of(&repo, "nightly-1", &src);
     out.assert_ok();
     let summary = out.json();
     assert_eq!(summary["backupName"], "nightly-1", "{out}");
@@ -105,18 +97,7 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
     );
 
     let dst = t.path().join("dst");
-    let r = mover(
-        &[
-            "restore",
-            "--backup",
-            "nightly-1",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let r = restore_into(&repo, "nightly-1", &dst);
     r.assert_ok();
     assert!(
         dst.join("appendonlydir/appendonly.aof.manifest").exists(),
@@ -188,18 +169,7 @@ fn falkordb_round_trip_restores_keys_graphs_and_query_rows() {
     mover(&margs, &[]).assert_ok();
 
     // Restoring the same backup again is a no-op success (a retried Job must not fail).
-    let again = mover(
-        &[
-            "restore",
-            "--backup",
-            "nightly-1",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let again = restore_into(&repo, "nightly-1", &dst);
     assert_eq!(again.assert_ok().json()["alreadyRestored"], true, "{again}");
 
     // A diverged server must fail verification, naming both sides.
@@ -226,15 +196,7 @@ fn plain_redis_without_graph_module_round_trips() {
     let repo = file_repo(&repo_dir);
     let src = Server::start(&t.path().join("src"), false);
     assert_eq!(populate(&src), 0);
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "plain".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    let out = mover(&args, &[]);
+    let out = backup_of(&repo, "plain", &src);
     let fp = out.assert_ok().json()["fingerprint"].clone();
     assert_eq!(
         fp["databases"]["1"]["keys"],
@@ -247,19 +209,7 @@ fn plain_redis_without_graph_module_round_trips() {
         "a content digest: {out}"
     );
     let dst = t.path().join("dst");
-    mover(
-        &[
-            "restore",
-            "--backup",
-            "plain",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .assert_ok();
+    restore_into(&repo, "plain", &dst).assert_ok();
     let restored = Server::start(&dst, false);
     let mut vargs = vec![
         "verify".to_string(),
@@ -280,34 +230,14 @@ fn empty_dataset_backs_up_restores_and_verifies_as_empty() {
     std::fs::create_dir(&repo_dir).unwrap();
     let repo = file_repo(&repo_dir);
     let src = Server::start(&t.path().join("src"), true);
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "empty".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    let out = mover(&args, &[]);
+    let out = backup_of(&repo, "empty", &src);
     assert_eq!(
         out.assert_ok().json()["fingerprint"],
         serde_json::json!({"databases": {}}),
         "{out}"
     );
     let dst = t.path().join("dst");
-    mover(
-        &[
-            "restore",
-            "--backup",
-            "empty",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .assert_ok();
+    restore_into(&repo, "empty", &dst).assert_ok();
     let restored = Server::start(&dst, true);
     let mut vargs = vec![
         "verify".to_string(),
@@ -346,29 +276,9 @@ fn restored_data_survives_the_appendonly_trap() {
         .arg("one")
         .query::<()>(&mut c)
         .unwrap();
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "trap".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    mover(&args, &[]).assert_ok();
+    backup_of(&repo, "trap", &src).assert_ok();
     let dst = t.path().join("dst");
-    mover(
-        &[
-            "restore",
-            "--backup",
-            "trap",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .assert_ok();
+    restore_into(&repo, "trap", &dst).assert_ok();
     let restored = Server::start(&dst, false);
     let mut rc = restored.con();
     wait_until(Duration::from_secs(10), "restored key", || {
@@ -437,29 +347,10 @@ fn acl_file_is_backed_up_and_restored() {
         .arg("v")
         .query::<()>(&mut c)
         .unwrap();
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "acl".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    mover(&args, &[]).assert_ok();
+    backup_of(&repo, "acl", &src).assert_ok();
 
     let dst = t.path().join("dst");
-    let r = mover(
-        &[
-            "restore",
-            "--backup",
-            "acl",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let r = restore_into(&repo, "acl", &dst);
     assert!(
         r.assert_ok().json()["files"]
             .as_array()
@@ -506,29 +397,9 @@ fn verify_waits_while_the_restored_server_is_loading() {
             .query::<()>(&mut c)
             .unwrap();
     }
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "slow".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    mover(&args, &[]).assert_ok();
+    backup_of(&repo, "slow", &src).assert_ok();
     let dst = t.path().join("dst");
-    mover(
-        &[
-            "restore",
-            "--backup",
-            "slow",
-            "--repo",
-            &repo,
-            "--target",
-            dst.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .assert_ok();
+    restore_into(&repo, "slow", &dst).assert_ok();
 
     // Redis' own test knobs: sleep 20 ms per loaded key, so loading lasts several seconds, and
     // serve clients every KiB loaded (the default, 2 MiB, is more than this whole dataset).
@@ -593,32 +464,12 @@ fn every_server_of_hosts_is_verified_and_a_mismatch_is_the_last_line() {
     let repo = file_repo(&repo_dir);
     let src = Server::start(&t.path().join("src"), true);
     populate(&src);
-    let mut args = vec![
-        "backup".to_string(),
-        "--backup".into(),
-        "b".into(),
-        "--repo".into(),
-        repo.clone(),
-    ];
-    args.extend(src.args());
-    mover(&args, &[]).assert_ok();
+    backup_of(&repo, "b", &src).assert_ok();
     let servers: Vec<Server> = ["one", "two"]
         .iter()
         .map(|d| {
             let dst = t.path().join(d);
-            mover(
-                &[
-                    "restore",
-                    "--backup",
-                    "b",
-                    "--repo",
-                    &repo,
-                    "--target",
-                    dst.to_str().unwrap(),
-                ],
-                &[],
-            )
-            .assert_ok();
+            restore_into(&repo, "b", &dst).assert_ok();
             Server::start(&dst, true)
         })
         .collect();

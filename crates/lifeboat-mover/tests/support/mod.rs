@@ -292,6 +292,35 @@ pub fn mover<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Out
     }
 }
 
+/// `lifeboat-mover backup` of the server `src` into `repo` as `backup`.
+pub fn backup_of(repo: &str, backup: &str, src: &Server) -> Out {
+    let mut args = vec![
+        "backup".to_string(),
+        "--backup".into(),
+        backup.into(),
+        "--repo".into(),
+        repo.into(),
+    ];
+    args.extend(src.args());
+    mover(&args, &[])
+}
+
+/// `lifeboat-mover restore` of `backup` from `repo` into `dst`.
+pub fn restore_into(repo: &str, backup: &str, dst: &Path) -> Out {
+    mover(
+        &[
+            "restore",
+            "--backup",
+            backup,
+            "--repo",
+            repo,
+            "--target",
+            dst.to_str().unwrap(),
+        ],
+        &[],
+    )
+}
+
 pub fn file_repo(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
