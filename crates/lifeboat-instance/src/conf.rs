@@ -71,6 +71,9 @@ pub struct DataConf<'a> {
     pub server_args: &'a [String],
     pub replica_of: Option<(&'a str, u16)>,
     pub bind: Option<&'a str>,
+    /// Start with `appendonly no` whatever the base file says: the server loads `dump.rdb`, and
+    /// the manager turns the AOF on once it has (`boot.rs`).
+    pub from_rdb: bool,
 }
 
 /// Renders the data server's config.
@@ -92,6 +95,10 @@ pub fn data_conf(c: &DataConf<'_>) -> String {
     lines.extend(args_as_lines(c.server_args));
     if let Some((h, p)) = c.replica_of {
         lines.push(format!("replicaof {h} {p}"));
+    }
+    // Last, so that it overrides the base file and the server arguments.
+    if c.from_rdb {
+        lines.push("appendonly no".to_owned());
     }
     lines.push(String::new());
     lines.join("\n")
@@ -120,6 +127,7 @@ mod tests {
             server_args: &args,
             replica_of: Some(("fdb-1.h", 6379)),
             bind: None,
+            from_rdb: true,
         });
         assert!(
             text.contains("loadmodule /usr/local/lib/falkordb.so\n"),
@@ -128,6 +136,7 @@ mod tests {
         assert!(text.contains("requirepass \"p\\\"w\"\n"), "{text}");
         assert!(text.contains("replicaof fdb-1.h 6379\n"), "{text}");
         assert!(!text.contains("include"), "{text}");
+        assert!(text.ends_with("appendonly no\n"), "{text}");
     }
 
     #[test]

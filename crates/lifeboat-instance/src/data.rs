@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::boot::{self, AofAsk, AofStep, Boot, Persistence};
 use crate::client::{self, Replication};
 use crate::conf::{self, DataConf};
 use crate::decide::{self, Decision, Observation, Peer, SentinelAnswer};
@@ -71,6 +72,7 @@ pub async fn run(s: Settings) -> Result<()> {
         let dest = state::set_aside(&s.data_dir, now)?;
         tracing::warn!(kept = %dest.display(), "this pod's dataset holds writes its new primary does not; it was moved aside before syncing");
     }
+    let from_rdb = start_from_rdb(&s)?;
     let conf_path = conf::data_conf_path(&s.run_dir);
     conf::write_private(
         &conf_path,
@@ -82,6 +84,7 @@ pub async fn run(s: Settings) -> Result<()> {
             server_args: &s.server_args,
             replica_of: replica_of.as_deref().map(|m| (m, s.port)),
             bind: s.bind.as_deref(),
+            from_rdb,
         }),
     )?;
     // The record keeps the dataset's history; a replica that set its data aside starts afresh.
@@ -101,8 +104,9 @@ pub async fn run(s: Settings) -> Result<()> {
         .map_err(io(format!("starting {}", s.server_bin.display())))?;
     tracing::info!(decision = ?decision, "server started");
 
+    let mut aof_owed = from_rdb;
     let outcome = tokio::select! {
-        r = supervise(&s, &shared, &http_client, &mut st) => r,
+        r = supervise(&s, &shared, &http_client, &mut st, &mut aof_owed) => r,
         status = child.wait() => Err(Error::ServerExited(match status {
             Ok(st) => st.to_string(),
             Err(e) => e.to_string(),
@@ -111,7 +115,39 @@ pub async fn run(s: Settings) -> Result<()> {
     };
     http.abort();
     outcome?;
-    stop(&s, &shared, &mut st, &mut child).await
+    stop(&s, &shared, &mut st, &mut child, aof_owed).await
+}
+
+/// The persistence the server's config asks for: the operator's base file, then the server
+/// arguments, read in the order the server reads them.
+fn persistence(s: &Settings) -> Result<Persistence> {
+    let base = s.config_dir.join("redis.conf");
+    let text = match std::fs::read_to_string(&base) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(format!("reading {}", base.display()))(e)),
+    };
+    let args = conf::args_as_lines(&s.server_args);
+    Ok(Persistence::from_lines(
+        text.lines().chain(args.iter().map(String::as_str)),
+    ))
+}
+
+/// Whether the server starts from `dump.rdb` with the AOF off (see `boot.rs`), removing a
+/// restore's AOF that only repeats the RDB first.
+fn start_from_rdb(s: &Settings) -> Result<bool> {
+    let want = persistence(s)?;
+    let replicated = s.members()?.data.len() > 1;
+    let Boot::FromRdb { seed, why } =
+        boot::plan(&boot::observe(&s.data_dir, &want)?, &want, replicated)
+    else {
+        return Ok(false);
+    };
+    if !seed.is_empty() && !boot::remove_seed(&s.data_dir, &want, &seed)? {
+        return Ok(false);
+    }
+    tracing::info!(%why, removed = ?seed, "starting from the RDB with the AOF off; the AOF is written once the dataset is loaded");
+    Ok(true)
 }
 
 async fn observe(
@@ -190,7 +226,9 @@ async fn supervise(
     shared: &Shared,
     client: &reqwest::Client,
     st: &mut State,
+    aof_owed: &mut bool,
 ) -> Result<()> {
+    let mut asked_for_aof: Option<Instant> = None;
     let mut con = None;
     let mut primary_since: Option<Instant> = None;
     let mut last_claim = Instant::now();
@@ -221,10 +259,28 @@ async fn supervise(
         } else {
             Role::Replica
         };
-        let ready = rep.is_master || (rep.link_up && !rep.syncing);
-        shared
-            .set_ready(ready, "the replica's link to its primary is not up")
-            .await;
+        let in_sync = rep.is_master || (rep.link_up && !rep.syncing);
+        let aof_wait = if *aof_owed {
+            match owe_aof(c, in_sync, &mut asked_for_aof).await {
+                Ok(None) => {
+                    *aof_owed = false;
+                    tracing::info!("the AOF is written: the volume loads from it from now on");
+                    None
+                }
+                Ok(Some(reason)) => Some(reason),
+                Err(e) => Some(e.to_string()),
+            }
+        } else {
+            None
+        };
+        match aof_wait {
+            Some(reason) => shared.set_ready(false, &reason).await,
+            None => {
+                shared
+                    .set_ready(in_sync, "the replica's link to its primary is not up")
+                    .await
+            }
+        }
         if let Some(r) = shared.report.write().await.as_mut() {
             r.lineage = Some(st.lineage.clone());
             r.phase = Phase::Running {
@@ -242,6 +298,36 @@ async fn supervise(
             }
         } else {
             primary_since = None;
+        }
+    }
+}
+
+/// One step of the AOF a server started from its RDB owes; `None` once it is written, otherwise
+/// why the pod is not ready yet.
+async fn owe_aof(
+    c: &mut client::Conn,
+    in_sync: bool,
+    asked: &mut Option<Instant>,
+) -> Result<Option<String>> {
+    let info: String = c.run(redis::cmd("INFO").arg("persistence")).await?;
+    let progress = boot::aof_progress(&info);
+    match boot::aof_step(&progress, in_sync, asked.map(|t| t.elapsed())) {
+        AofStep::Done => Ok(None),
+        AofStep::Wait { ask, reason } => {
+            if let Some(ask) = ask {
+                *asked = Some(Instant::now());
+                let cmd = match ask {
+                    AofAsk::TurnOn => {
+                        let mut c = redis::cmd("CONFIG");
+                        c.arg("SET").arg("appendonly").arg("yes");
+                        c
+                    }
+                    AofAsk::Rewrite => redis::cmd("BGREWRITEAOF"),
+                };
+                tracing::info!(?ask, ?progress, "asking the server to write its AOF");
+                let _: redis::Value = c.run(&cmd).await?;
+            }
+            Ok(Some(reason))
         }
     }
 }
@@ -281,7 +367,13 @@ fn record(s: &Settings, st: &mut State, rep: &Replication, last_save: &mut Insta
 
 /// A planned stop: a primary hands its role to a caught-up replica first; then the server shuts
 /// down (saving its RDB and syncing its AOF), and the record is written last.
-async fn stop(s: &Settings, shared: &Shared, st: &mut State, child: &mut Child) -> Result<()> {
+async fn stop(
+    s: &Settings,
+    shared: &Shared,
+    st: &mut State,
+    child: &mut Child,
+    aof_owed: bool,
+) -> Result<()> {
     if let Some(r) = shared.report.write().await.as_mut() {
         r.phase = Phase::Stopping;
     }
@@ -308,8 +400,13 @@ async fn stop(s: &Settings, shared: &Shared, st: &mut State, child: &mut Child) 
             record(s, st, &rep, &mut last)?;
         }
         // SHUTDOWN saves the RDB and syncs the AOF; the connection then drops, so its reply is
-        // an error by design.
-        let _: Result<()> = c.run(&redis::cmd("SHUTDOWN")).await;
+        // an error by design. Before its AOF is written, the RDB is all the next start loads,
+        // so it is saved whatever the save points say.
+        let mut shutdown = redis::cmd("SHUTDOWN");
+        if aof_owed {
+            shutdown.arg("SAVE");
+        }
+        let _: Result<()> = c.run(&shutdown).await;
     }
     match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
         Ok(Ok(status)) => tracing::info!(%status, "server stopped"),

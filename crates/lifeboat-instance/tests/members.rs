@@ -628,3 +628,216 @@ fn an_empty_member_never_starts_while_the_member_with_data_is_away() {
         .unwrap_or(0);
     assert_eq!(ready, 503, "a waiting member is not ready");
 }
+
+fn info(ip: &str, section: &str) -> String {
+    match redis_cmd(ip, DATA_PORT, &["INFO", section]) {
+        Ok(redis::Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(redis::Value::VerbatimString { text, .. }) => text,
+        other => format!("{other:?}"),
+    }
+}
+
+fn info_field(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+}
+
+fn ready(ip: &str) -> u16 {
+    reqwest::blocking::Client::new()
+        .get(format!("http://{ip}:{MANAGER_PORT}/readyz"))
+        .send()
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+/// Lays out a volume as `lifeboat-mover restore` leaves it: the RDB, and an AOF directory whose
+/// only base file is a hard link of it (`seed_aof` in the mover's `restore.rs`).
+fn lay_out_restored(volume: &Path, rdb: &Path) {
+    std::fs::copy(rdb, volume.join("dump.rdb")).expect("copying the RDB");
+    let aof = volume.join("appendonlydir");
+    std::fs::create_dir_all(&aof).expect("mkdir");
+    std::fs::hard_link(
+        volume.join("dump.rdb"),
+        aof.join("appendonly.aof.1.base.rdb"),
+    )
+    .expect("linking the base");
+    std::fs::write(
+        aof.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.base.rdb seq 1 type b\n",
+    )
+    .expect("manifest");
+}
+
+/// A backup's RDB, saved by a replica as the mover's backup does, so that it carries the
+/// replication id and offset of the history the replica was in; with the writes it holds.
+fn backup_rdb(net: u8, into: &Path) -> BTreeSet<String> {
+    let mut src = Bed::new(net, 2);
+    src.start_all();
+    let p = settled(&src);
+    let (_, acked) = writing(&src, "backed-up", 50).finish();
+    let replica = &src.data[1 - p];
+    poll(
+        &src,
+        "the replica to hold every acknowledged write",
+        Duration::from_secs(30),
+        || {
+            let l = missing(&replica.ip, &acked);
+            if l.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} missing", l.len()))
+            }
+        },
+    );
+    redis_cmd(&replica.ip, DATA_PORT, &["SAVE"]).expect("SAVE on the replica");
+    std::fs::copy(replica.root.join("data/dump.rdb"), into).expect("copying the RDB");
+    acked
+}
+
+#[test]
+fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_holds_the_data() {
+    let backup = tempfile::tempdir().expect("tempdir");
+    let rdb = backup.path().join("dump.rdb");
+    let before = backup_rdb(34, &rdb);
+
+    // A new pair restored from it, with sentinels that know no master, as a restored Cluster has.
+    let mut bed = Bed::new(35, 2);
+    for m in &bed.data {
+        lay_out_restored(&m.root.join("data"), &rdb);
+    }
+    bed.start_all();
+    let p = settled(&bed);
+    let r = 1 - p;
+    let both_ready = poll(&bed, "both members ready", Duration::from_secs(60), || {
+        let codes: Vec<u16> = bed.data.iter().map(|m| ready(&m.ip)).collect();
+        if codes.iter().all(|c| *c == 200) {
+            Ok(codes)
+        } else {
+            Err(format!("readyz {codes:?}"))
+        }
+    });
+    // Ready means the AOF is written: the manager turned it on after loading the RDB.
+    for m in &bed.data {
+        let pers = info(&m.ip, "persistence");
+        assert_eq!(
+            info_field(&pers, "aof_enabled").as_deref(),
+            Some("1"),
+            "{}: {pers}",
+            m.name
+        );
+        assert_eq!(
+            info_field(&pers, "aof_rewrite_in_progress").as_deref(),
+            Some("0"),
+            "{}: {pers}",
+            m.name
+        );
+        // The AOF is the server's own, not the restore's link to the RDB.
+        use std::os::unix::fs::MetadataExt;
+        let ino = |f: &str| {
+            std::fs::metadata(m.root.join("data").join(f))
+                .map(|x| x.ino())
+                .ok()
+        };
+        let manifest =
+            std::fs::read_to_string(m.root.join("data/appendonlydir/appendonly.aof.manifest"))
+                .expect("the AOF manifest the server wrote");
+        let base = manifest
+            .lines()
+            .find(|l| l.ends_with("type b"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("{}: no base file in {manifest}", m.name));
+        assert!(manifest.contains("type i"), "{}: {manifest}", m.name);
+        assert_ne!(
+            ino(&format!("appendonlydir/{base}")),
+            ino("dump.rdb"),
+            "{}: {manifest}",
+            m.name
+        );
+    }
+    // The replica resumed from the identity in the RDB instead of copying the dataset again.
+    let stats = info(&bed.data[p].ip, "stats");
+    let full = info_field(&stats, "sync_full");
+    let partial = info_field(&stats, "sync_partial_ok");
+    println!(
+        "restored pair: readyz {both_ready:?}, sync_full {full:?}, sync_partial_ok {partial:?}"
+    );
+    assert_eq!(
+        full.as_deref(),
+        Some("0"),
+        "the restored replica needed a full sync:\n{stats}\n{}",
+        bed.data[r].log_tail()
+    );
+    assert_eq!(partial.as_deref(), Some("1"), "{stats}");
+    for m in &bed.data {
+        let lost = missing(&m.ip, &before);
+        assert!(
+            lost.is_empty(),
+            "{} lacks {} restored keys",
+            m.name,
+            lost.len()
+        );
+    }
+
+    // Writes acknowledged after the restore, then a full restart with the RDBs gone: everything
+    // comes back from the AOFs alone.
+    let (attempted, acked) = writing(&bed, "after-restore", 30).finish();
+    bed.stop_all();
+    for m in &bed.data {
+        std::fs::remove_file(m.root.join("data/dump.rdb")).expect("removing the RDB");
+    }
+    bed.start_all();
+    let p2 = settled(&bed);
+    let lost_restored = missing(&bed.data[p2].ip, &before);
+    let lost_after = missing(&bed.data[p2].ip, &acked);
+    println!(
+        "restart from the AOFs alone: attempted {attempted}, acknowledged {}, lost {}; restored keys lost {}",
+        acked.len(),
+        lost_after.len(),
+        lost_restored.len()
+    );
+    assert!(
+        lost_restored.is_empty() && lost_after.is_empty(),
+        "lost {lost_restored:?} {lost_after:?}"
+    );
+}
+
+#[test]
+fn a_volume_with_an_rdb_and_no_aof_is_served_with_its_data_not_started_empty() {
+    // With appendonly yes and no AOF, Redis 7+ ignores dump.rdb and starts empty; its first
+    // rewrite or save would then replace the data on the volume with nothing.
+    let backup = tempfile::tempdir().expect("tempdir");
+    let rdb = backup.path().join("dump.rdb");
+    let held = backup_rdb(36, &rdb);
+    let mut bed = Bed::new(37, 1);
+    std::fs::copy(&rdb, bed.data[0].root.join("data/dump.rdb")).expect("copying the RDB");
+    bed.start_all();
+    let ip = bed.data[0].ip.clone();
+    poll(
+        &bed,
+        "the member ready",
+        Duration::from_secs(60),
+        || match ready(&ip) {
+            200 => Ok(()),
+            c => Err(format!("readyz {c}")),
+        },
+    );
+    let lost = missing(&ip, &held);
+    let pers = info(&ip, "persistence");
+    println!(
+        "an RDB without an AOF: {} keys held, {} missing, aof_enabled {:?}",
+        held.len(),
+        lost.len(),
+        info_field(&pers, "aof_enabled")
+    );
+    assert!(
+        lost.is_empty(),
+        "started over an empty dataset: {} keys missing",
+        lost.len()
+    );
+    assert_eq!(
+        info_field(&pers, "aof_enabled").as_deref(),
+        Some("1"),
+        "{pers}"
+    );
+}

@@ -56,9 +56,8 @@ aof-load-truncated yes
 replica-read-only yes
 repl-diskless-sync yes
 # A replica that needs a full sync gets it a second after asking, not five: replicas that start
-# together (a restore, a failover) still ask within that second and share one snapshot. A
-# restored replica always needs one, since a dataset loaded from the AOF carries no replication
-# identity.
+# together (a failover, a restore whose backup carries no replication identity) still ask within
+# that second and share one snapshot.
 repl-diskless-sync-delay 1
 # The replication id must not change while no replica is attached: the instance manager compares
 # datasets by their replication history.
