@@ -25,6 +25,7 @@ use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use lifeboat_api::dataprotection::v1alpha1::{BackupPolicy, BackupSchedule};
 use lifeboat_api::labels;
@@ -61,9 +62,14 @@ pub async fn run(
         tokio::spawn(applied.watch::<BackupPolicy>(client.clone(), &owned_selector())),
         tokio::spawn(applied.watch::<BackupSchedule>(client.clone(), &owned_selector())),
     ];
+    // Jobs and pods are followed by their instance label, not only by a Cluster owner
+    // reference: a restore's Jobs belong to its Restore, and its data pods to their StatefulSet,
+    // yet each of their steps (a Job done, a server loaded) is what the Cluster's restore waits
+    // for; without these triggers each step waited for the next 5 s pass.
     let controller = Controller::new(clusters, wc)
         .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
-        .owns(Api::<Job>::all(client.clone()), owned.clone())
+        .watches(Api::<Job>::all(client.clone()), owned.clone(), cluster_of)
+        .watches(Api::<Pod>::all(client.clone()), owned.clone(), cluster_of)
         .owns(
             Api::<Restore>::all(client.clone()),
             crate::observed::watch_config(),
@@ -98,6 +104,30 @@ pub async fn run(
 
 fn owned_selector() -> String {
     observed::managed()
+}
+
+/// The Cluster an object Lifeboat made belongs to: its controlling Cluster, or else the Cluster
+/// its instance label names in its namespace.
+fn cluster_of<K: Resource>(o: K) -> Option<ObjectRef<DeserializeGuard<Cluster>>> {
+    let meta = o.meta();
+    let ns = meta.namespace.as_deref()?;
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| {
+            r.controller == Some(true)
+                && r.kind == "Cluster"
+                && r.api_version == Cluster::api_version(&())
+        })
+        .map(|r| r.name.as_str());
+    let name = owner.or_else(|| {
+        meta.labels
+            .as_ref()?
+            .get(labels::INSTANCE)
+            .map(String::as_str)
+    })?;
+    Some(ObjectRef::new(name).within(ns))
 }
 
 async fn reconcile_guarded(
@@ -605,4 +635,73 @@ async fn observe_roles(
         }
     }
     Ok(decided.problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)], owner: Option<(&str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("x".into()),
+            namespace: Some("ns".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            owner_references: owner.map(|(kind, name)| {
+                vec![OwnerReference {
+                    api_version: if kind == "Cluster" {
+                        Cluster::api_version(&()).into_owned()
+                    } else {
+                        Restore::api_version(&()).into_owned()
+                    },
+                    kind: kind.into(),
+                    name: name.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn restore_jobs_and_data_pods_wake_the_cluster_their_instance_label_names() {
+        let job = Job {
+            metadata: meta(
+                &[(labels::INSTANCE, "r")],
+                Some(("Restore", "r-falkordb-restore")),
+            ),
+            ..Default::default()
+        };
+        assert_eq!(
+            cluster_of(job),
+            Some(ObjectRef::new("r").within("ns")),
+            "a Restore's Job"
+        );
+        let pod = Pod {
+            metadata: meta(&[(labels::INSTANCE, "r")], None),
+            ..Default::default()
+        };
+        assert_eq!(cluster_of(pod), Some(ObjectRef::new("r").within("ns")));
+        let owned = Job {
+            metadata: meta(&[(labels::INSTANCE, "other")], Some(("Cluster", "c"))),
+            ..Default::default()
+        };
+        assert_eq!(
+            cluster_of(owned),
+            Some(ObjectRef::new("c").within("ns")),
+            "the controlling Cluster comes first"
+        );
+        let unlabelled = Pod {
+            metadata: meta(&[], None),
+            ..Default::default()
+        };
+        assert_eq!(cluster_of(unlabelled), None);
+    }
 }
