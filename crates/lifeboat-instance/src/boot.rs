@@ -189,7 +189,13 @@ pub fn parse_manifest(text: &str) -> Option<Vec<(String, String)>> {
                 .and_then(|kv| kv.get(1))
                 .map(|v| unquote(v).to_owned())
         };
-        out.push((value("file")?, value("type")?));
+        let name = value("file")?;
+        // Redis names its AOF files inside the directory; a name that reaches anywhere else (the
+        // RDB itself as `../dump.rdb`) is not understood, so nothing outside is ever removed.
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return None;
+        }
+        out.push((name, value("type")?));
     }
     Some(out)
 }
@@ -492,6 +498,8 @@ mod tests {
             ])
         );
         assert_eq!(parse_manifest("seq 1 type b\n"), None);
+        assert_eq!(parse_manifest("file ../dump.rdb seq 1 type b\n"), None);
+        assert_eq!(parse_manifest("file .. seq 1 type b\n"), None);
     }
 
     #[test]
