@@ -205,8 +205,10 @@ pub fn observe(data: &Path, want: &Persistence) -> Result<Volume> {
     let dir = data.join(&want.appenddirname);
     let manifest_path = dir.join(format!("{}.manifest", want.appendfilename));
     let manifest = match std::fs::read_to_string(&manifest_path) {
-        Ok(text) => Some(match parse_manifest(&text) {
-            Some(entries) => entries
+        // An unreadable manifest lists nothing: an AOF without a base is never the RDB's copy.
+        Ok(text) => Some(
+            parse_manifest(&text)
+                .unwrap_or_default()
                 .into_iter()
                 .map(|(name, kind)| Listed {
                     file: file_id(&dir.join(&name)),
@@ -214,13 +216,7 @@ pub fn observe(data: &Path, want: &Persistence) -> Result<Volume> {
                     kind,
                 })
                 .collect(),
-            // Unreadable: listed as a base that is no file, which never equals the RDB.
-            None => vec![Listed {
-                name: String::new(),
-                kind: "b".into(),
-                file: None,
-            }],
-        }),
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io(format!("reading {}", manifest_path.display()))(e)),
     };
@@ -268,11 +264,7 @@ pub enum AofProgress {
 
 /// Reads `INFO persistence`.
 pub fn aof_progress(info: &str) -> AofProgress {
-    let field = |k: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(k).and_then(|v| v.strip_prefix(':')))
-            .map(str::trim)
-    };
+    let field = |k: &str| crate::client::info_field(info, k);
     if field("aof_enabled") != Some("1") {
         return AofProgress::Off;
     }

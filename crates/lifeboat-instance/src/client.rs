@@ -95,14 +95,17 @@ pub struct Replication {
     pub replicas: Vec<(String, u64)>,
 }
 
+/// The value of `name` in `INFO` text (`name:value` lines), trimmed.
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
 impl Replication {
     /// Parses `INFO replication`.
     pub fn parse(text: &str) -> Self {
-        let field = |k: &str| {
-            text.lines()
-                .find_map(|l| l.trim().strip_prefix(k).and_then(|v| v.strip_prefix(':')))
-                .map(|v| v.trim().to_owned())
-        };
+        let field = |k: &str| info_field(text, k).map(str::to_owned);
         let replicas = text
             .lines()
             .filter(|l| l.starts_with("slave") && l.contains("ip="))

@@ -46,11 +46,7 @@ pub struct LiveIdentity {
 impl LiveIdentity {
     /// Reads the identity from `INFO replication` text.
     pub fn from_info(info: &str) -> Option<Self> {
-        let field = |k: &str| {
-            info.lines()
-                .find_map(|l| l.trim().strip_prefix(k).and_then(|v| v.strip_prefix(':')))
-                .map(|v| v.trim().to_owned())
-        };
+        let field = |k: &str| crate::client::info_field(info, k).map(str::to_owned);
         Some(Self {
             id: field("master_replid").filter(|v| v.len() == 40)?,
             offset: field("master_repl_offset")?.parse().ok()?,

