@@ -6,7 +6,7 @@
 //! and the KubeBlocks-style `tar | zstd -1` pipeline and its reverse. Ratios rather than absolute
 //! figures are the result, because absolute figures say more about the machine than the mover.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,12 +62,16 @@ struct MoverBench {
     /// interference from other work on the machine.
     #[arg(long, default_value_t = 3)]
     runs: u32,
-    /// zstd level for the mover's backup (the mover's default is 3).
-    #[arg(long, default_value_t = 3)]
+    /// zstd level for the mover's backup (the mover's default is 2).
+    #[arg(long, default_value_t = 2)]
     level: i32,
     /// The mover's compression workers (`--compression-threads`; 0 = one per CPU, its default).
     #[arg(long, default_value_t = 0)]
     threads: u32,
+    /// Other zstd levels to back up at in the same rounds, to weigh a level's throughput against
+    /// its stored size (reported against `--level`).
+    #[arg(long, value_delimiter = ',')]
+    compare_levels: Vec<i32>,
     /// Busy processes (one core each) kept running through every measurement, for the
     /// loaded run: baselines and the mover then compete with the same load.
     #[arg(long, default_value_t = 0)]
@@ -228,6 +232,9 @@ struct Measure {
     /// affected by other work competing for the cores.
     cpu: f64,
     rss_kib: u64,
+    /// The program's own peak RSS, without its children (the backup's scratch server holds the
+    /// dataset, and `/usr/bin/time` reports the largest process of the tree).
+    own_rss_kib: u64,
     stdout: String,
 }
 
@@ -244,13 +251,33 @@ fn timed(program: &Path, args: &[String], env: &[(&str, &str)], report: &Path) -
     for (k, v) in env {
         c.env(k, v);
     }
+    c.stdout(Stdio::piped());
     let t = Instant::now();
-    let out = c
-        .output()
+    let mut child = c
+        .spawn()
         .with_context(|| format!("running {}", program.display()))?;
+    let mut pipe = child.stdout.take().context("no stdout pipe")?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        pipe.read_to_string(&mut s).map(|_| s)
+    });
+    // VmHWM is the kernel's high-water mark, so sampling it misses at most the last interval.
+    let mut own_rss_kib = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if let Some(hwm) = only_child(child.id()).and_then(vm_hwm_kib) {
+            own_rss_kib = own_rss_kib.max(hwm);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let wall = t.elapsed().as_secs_f64();
-    if !out.status.success() {
-        bail!("{} {:?} failed: {}", program.display(), args, out.status);
+    let stdout = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("stdout reader panicked"))??;
+    if !status.success() {
+        bail!("{} {:?} failed: {}", program.display(), args, status);
     }
     let text = std::fs::read_to_string(report)?;
     let last = text.trim().lines().last().unwrap_or("");
@@ -265,8 +292,26 @@ fn timed(program: &Path, args: &[String], env: &[(&str, &str)], report: &Path) -
         wall,
         cpu: user + sys,
         rss_kib: rss as u64,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        own_rss_kib,
+        stdout,
     })
+}
+
+/// The one process `/usr/bin/time` runs.
+fn only_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let mut it = children.split_whitespace();
+    let first = it.next()?.parse().ok();
+    it.next().is_none().then_some(first).flatten()
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 fn shell_timed(script: &str, report: &Path) -> Result<Measure> {
@@ -521,19 +566,20 @@ fn mover(b: MoverBench) -> Result<()> {
     // graph is digested; it runs alongside the upload), and verify against a loaded server.
     let (mut fingerprint, mut verify) = (Best::default(), Best::default());
     let mut backup_rss = 0u64;
+    let mut backup_own_rss = 0u64;
     let mut rss = 0u64;
     let mut stored = 0.0;
     let mut tar_stored = 0;
+    // Per compared level: transfer, whole backup, stored bytes.
+    let mut compared = vec![(Best::default(), Best::default(), 0.0); b.compare_levels.len()];
     for round in 1..=b.runs {
-        dropped &= drop_caches();
-        // Each round's BGSAVE rewrites the RDB that the baselines then copy.
-        let m = stage(&format!("round {round}: mover backup"), || {
+        let backup_at = |name: String, level: i32| {
             timed(
                 &mover_bin,
                 &[
                     "backup".into(),
                     "--backup".into(),
-                    format!("bench-{round}"),
+                    name,
                     "--repo".into(),
                     repo_url.clone(),
                     "--port".into(),
@@ -541,13 +587,29 @@ fn mover(b: MoverBench) -> Result<()> {
                     "--data-dir".into(),
                     data.display().to_string(),
                     "--compression-level".into(),
-                    b.level.to_string(),
+                    level.to_string(),
                     "--compression-threads".into(),
                     b.threads.to_string(),
                 ],
                 &env,
                 &report,
             )
+        };
+        for (level, best) in b.compare_levels.iter().zip(compared.iter_mut()) {
+            dropped &= drop_caches();
+            let m = stage(
+                &format!("round {round}: mover backup, level {level}"),
+                || backup_at(format!("bench-{round}-level-{level}"), *level),
+            )?;
+            best.0.add(json_f64(&m.stdout, "transferSeconds")?, m.cpu);
+            best.1.add(m.wall, m.cpu);
+            best.2 = json_f64(&m.stdout, "storedSize")?;
+            backup_own_rss = backup_own_rss.max(m.own_rss_kib);
+        }
+        dropped &= drop_caches();
+        // Each round's BGSAVE rewrites the RDB that the baselines then copy.
+        let m = stage(&format!("round {round}: mover backup"), || {
+            backup_at(format!("bench-{round}"), b.level)
         })?;
         backup.add(m.wall, m.cpu);
         // The mover's CPU time includes waiting for BGSAVE only as idle time, so it is all
@@ -556,6 +618,7 @@ fn mover(b: MoverBench) -> Result<()> {
         fingerprint.add(json_f64(&m.stdout, "fingerprintSeconds")?, f64::NAN);
         // Includes the scratch server, which holds the dataset in memory while it digests.
         backup_rss = backup_rss.max(m.rss_kib);
+        backup_own_rss = backup_own_rss.max(m.own_rss_kib);
         stored = json_f64(&m.stdout, "storedSize")?;
 
         dropped &= drop_caches();
@@ -746,6 +809,31 @@ fn mover(b: MoverBench) -> Result<()> {
             ),
         );
     }
+    for (level, (t, w, st)) in b.compare_levels.iter().zip(&compared) {
+        for (what, m) in [("transfer only", t), ("incl. BGSAVE", w)] {
+            line(
+                &mut r,
+                format!(
+                    "{:<34} {:>10.1} {:>8.2} {:>8.2}",
+                    format!("mover backup level {level}, {what}"),
+                    mbps(m.wall),
+                    m.wall,
+                    m.cpu
+                ),
+            );
+        }
+        line(
+            &mut r,
+            format!(
+                "{:<44} {:>7.2}  stored {:.0} MB, {:+.1}% against level {}",
+                format!("backup (transfer) level {level} / tar|zstd"),
+                tar_backup.wall / t.wall,
+                st / 1e6,
+                (st / stored - 1.0) * 100.0,
+                b.level
+            ),
+        );
+    }
     line(
         &mut r,
         format!(
@@ -769,8 +857,9 @@ fn mover(b: MoverBench) -> Result<()> {
     line(
         &mut r,
         format!(
-            "mover peak RSS over all runs: {:.1} MiB (restore); backup incl. its scratch server {:.1} MiB",
+            "mover peak RSS over all runs: {:.1} MiB (restore); backup {:.1} MiB, incl. its scratch server {:.1} MiB",
             rss as f64 / 1024.0,
+            backup_own_rss as f64 / 1024.0,
             backup_rss as f64 / 1024.0
         ),
     );
@@ -857,6 +946,13 @@ fn mover(b: MoverBench) -> Result<()> {
         &mut r,
         "peak RSS MiB (restore)",
         rss as f64 / 1024.0,
+        64.0,
+        false,
+    );
+    check(
+        &mut r,
+        "peak RSS MiB (backup, mover alone)",
+        backup_own_rss as f64 / 1024.0,
         64.0,
         false,
     );

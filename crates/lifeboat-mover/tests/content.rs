@@ -221,3 +221,38 @@ fn make_executable(p: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+#[test]
+fn a_graph_larger_than_one_page_is_digested_in_every_page() {
+    // The digest reads a graph in pages of 10,000 node ids: 25,000 nodes span three, and a
+    // change in any page (a node in the second, an edge from the last) must fail verification.
+    let b = Fixture::new(true);
+    let mut c = b.src.con();
+    graph(
+        &mut c,
+        "chain",
+        "UNWIND range(0, 12499) AS i CREATE (:N {i: 2 * i})-[:NEXT {w: i}]->(:N {i: 2 * i + 1})",
+    );
+    let out = b.backup("pages");
+    out.assert_ok();
+    assert_eq!(
+        out.json()["fingerprint"]["databases"]["0"]["graphs"]["chain"]["nodes"],
+        25_000,
+        "the fingerprint counts every node: {out}"
+    );
+    let live = b.restored("pages");
+    b.verify("pages", &live).assert_ok();
+    let mut c = live.con();
+    graph(&mut c, "chain", "MATCH (n:N {i: 15000}) SET n.i = -1");
+    b.verify("pages", &live)
+        .assert_fails(11, &["db 0 graph \"chain\": content digest"]);
+    graph(&mut c, "chain", "MATCH (n:N {i: -1}) SET n.i = 15000");
+    b.verify("pages", &live).assert_ok();
+    graph(
+        &mut c,
+        "chain",
+        "MATCH (:N {i: 24998})-[r:NEXT]->() SET r.w = -1",
+    );
+    b.verify("pages", &live)
+        .assert_fails(11, &["db 0 graph \"chain\": content digest"]);
+}
