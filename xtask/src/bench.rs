@@ -220,6 +220,15 @@ impl Best {
     }
 }
 
+/// A backup at one of `--compare-levels`.
+#[derive(Clone, Copy, Default)]
+struct Compared {
+    transfer: Best,
+    /// Including BGSAVE and the fingerprint.
+    whole: Best,
+    stored: f64,
+}
+
 fn drop_caches() -> bool {
     let _ = Command::new("sync").status();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
@@ -267,7 +276,8 @@ fn timed(program: &Path, args: &[String], env: &[(&str, &str)], report: &Path) -
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if let Some(hwm) = only_child(child.id()).and_then(vm_hwm_kib) {
+        if let Some((_, hwm)) = only_child(child.id()).and_then(|p| crate::bench_scale::rss(p).ok())
+        {
             own_rss_kib = own_rss_kib.max(hwm);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -303,15 +313,6 @@ fn only_child(pid: u32) -> Option<u32> {
     let mut it = children.split_whitespace();
     let first = it.next()?.parse().ok();
     it.next().is_none().then_some(first).flatten()
-}
-
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
 }
 
 fn shell_timed(script: &str, report: &Path) -> Result<Measure> {
@@ -570,8 +571,7 @@ fn mover(b: MoverBench) -> Result<()> {
     let mut rss = 0u64;
     let mut stored = 0.0;
     let mut tar_stored = 0;
-    // Per compared level: transfer, whole backup, stored bytes.
-    let mut compared = vec![(Best::default(), Best::default(), 0.0); b.compare_levels.len()];
+    let mut compared = vec![Compared::default(); b.compare_levels.len()];
     for round in 1..=b.runs {
         let backup_at = |name: String, level: i32| {
             timed(
@@ -601,9 +601,10 @@ fn mover(b: MoverBench) -> Result<()> {
                 &format!("round {round}: mover backup, level {level}"),
                 || backup_at(format!("bench-{round}-level-{level}"), *level),
             )?;
-            best.0.add(json_f64(&m.stdout, "transferSeconds")?, m.cpu);
-            best.1.add(m.wall, m.cpu);
-            best.2 = json_f64(&m.stdout, "storedSize")?;
+            best.transfer
+                .add(json_f64(&m.stdout, "transferSeconds")?, m.cpu);
+            best.whole.add(m.wall, m.cpu);
+            best.stored = json_f64(&m.stdout, "storedSize")?;
             backup_own_rss = backup_own_rss.max(m.own_rss_kib);
         }
         dropped &= drop_caches();
@@ -809,8 +810,8 @@ fn mover(b: MoverBench) -> Result<()> {
             ),
         );
     }
-    for (level, (t, w, st)) in b.compare_levels.iter().zip(&compared) {
-        for (what, m) in [("transfer only", t), ("incl. BGSAVE", w)] {
+    for (level, c) in b.compare_levels.iter().zip(&compared) {
+        for (what, m) in [("transfer only", c.transfer), ("incl. BGSAVE", c.whole)] {
             line(
                 &mut r,
                 format!(
@@ -827,9 +828,9 @@ fn mover(b: MoverBench) -> Result<()> {
             format!(
                 "{:<44} {:>7.2}  stored {:.0} MB, {:+.1}% against level {}",
                 format!("backup (transfer) level {level} / tar|zstd"),
-                tar_backup.wall / t.wall,
-                st / 1e6,
-                (st / stored - 1.0) * 100.0,
+                tar_backup.wall / c.transfer.wall,
+                c.stored / 1e6,
+                (c.stored / stored - 1.0) * 100.0,
                 b.level
             ),
         );

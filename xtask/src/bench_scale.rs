@@ -487,7 +487,7 @@ fn find_leader() -> Result<Leader> {
 }
 
 /// (VmRSS, VmHWM) in KiB.
-fn rss(pid: u32) -> Result<(u64, u64)> {
+pub(crate) fn rss(pid: u32) -> Result<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let field = |k: &str| {
         s.lines()
