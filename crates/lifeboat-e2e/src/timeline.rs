@@ -41,9 +41,13 @@ pub const RESTORE_STAGES: &[Stage] = &[
     ("image start", &["prepare-{i} started"]),
     ("transfer", &["prepare-{i} done"]),
     ("workload start", &["data-{i} started"]),
-    ("data load", &["data-{i} loaded"]),
+    // The verify Job starts once the data pods run; it waits in each pod until the server has
+    // loaded the restored RDB (and a replica resumed from its primary), then digests it while the
+    // servers write their AOF.
     ("verify Job start", &["verify started"]),
-    ("verify", &["verify done"]),
+    ("data load and verify", &["verify done"]),
+    // What is left of the AOF write once verification is done: the pods are ready only after it.
+    ("AOF write", &["data-{i} loaded"]),
     ("gate opening", &[RUNNING]),
 ];
 
@@ -105,8 +109,9 @@ impl Milestones for Pod {
         if started {
             out.push(format!("{who} started"));
         }
-        // Containers ready while the pod is not: the server has loaded its data and answers, and
-        // only Lifeboat's readiness gate still holds the pod back.
+        // Containers ready while the pod is not: the server has loaded its data, answers and (a
+        // server started from its RDB) has written its AOF; only Lifeboat's readiness gate still
+        // holds the pod back.
         if condition_true(conds, "ContainersReady") {
             out.push(format!("{who} loaded"));
         }

@@ -194,7 +194,7 @@ async fn decide_loop(s: &Settings, shared: &Shared, client: &reqwest::Client) ->
                     tracing::warn!(%reason, "not starting the server yet");
                     last_reason.clone_from(&reason);
                 }
-                shared.set_ready(false, &reason).await;
+                shared.set_down(&reason).await;
                 if let Some(r) = shared.report.write().await.as_mut() {
                     r.phase = Phase::Waiting { reason };
                 }
@@ -240,7 +240,7 @@ async fn supervise(
         }
         let Some(c) = con.as_mut() else {
             shared
-                .set_ready(false, "the server does not accept connections yet")
+                .set_down("the server does not accept connections yet")
                 .await;
             continue;
         };
@@ -248,7 +248,7 @@ async fn supervise(
             Ok(r) => r,
             Err(e) => {
                 // LOADING while a large dataset loads, or a dropped connection.
-                shared.set_ready(false, &e.to_string()).await;
+                shared.set_down(&e.to_string()).await;
                 con = None;
                 continue;
             }
@@ -281,6 +281,10 @@ async fn supervise(
                     .await
             }
         }
+        // After readiness, so that a caller told the server serves reads why it is not ready.
+        shared
+            .set_serving(in_sync, "the replica is not in sync with its primary")
+            .await;
         if let Some(r) = shared.report.write().await.as_mut() {
             r.lineage = Some(st.lineage.clone());
             r.phase = Phase::Running {
@@ -377,7 +381,7 @@ async fn stop(
     if let Some(r) = shared.report.write().await.as_mut() {
         r.phase = Phase::Stopping;
     }
-    shared.set_ready(false, "stopping").await;
+    shared.set_down("stopping").await;
     let mut con = client::connect(local(s), s.port, &s.password).await.ok();
     if let Some(c) = con.as_mut()
         && let Ok(rep) = c.replication().await

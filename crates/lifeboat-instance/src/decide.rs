@@ -228,7 +228,9 @@ pub fn decide(o: &Observation) -> Decision {
         .sentinels
         .iter()
         .any(|a| matches!(a, SentinelAnswer::Master(_)));
-    let chosen: &Report = if with_history.is_empty() {
+    // Restored data that no manager saw served: every copy is the same backup.
+    let restored = with_history.is_empty();
+    let chosen: &Report = if restored {
         let with_data: Vec<&Report> = all.iter().copied().filter(|r| r.dataset.present).collect();
         if with_data.is_empty() {
             if initialized || !missing.is_empty() {
@@ -271,7 +273,6 @@ pub fn decide(o: &Observation) -> Decision {
                 reason: "a new cluster: waiting for ordinal 0 to serve as primary".into(),
             };
         }
-        // Data that no manager saw served (a restore wrote it): every copy is the same backup.
         pick(&with_data, named.as_deref())
     } else {
         let dominant: Vec<&Report> = with_history
@@ -312,6 +313,18 @@ pub fn decide(o: &Observation) -> Decision {
             why: format!(
                 "cold start: this pod holds every reporting pod's data ({})",
                 describe(chosen.holds())
+            ),
+        }
+    } else if restored {
+        // Nothing was ever acknowledged here, so there is nothing to lose by following now; and a
+        // replica that loads its own copy while the primary loads the same one resumes from it
+        // (the RDB carries the backup's replication identity) instead of loading after it.
+        Decision::Replica {
+            master: chosen.host.clone(),
+            set_aside: false,
+            why: format!(
+                "restored data that no pod has served: loading this pod's copy while {} loads the same backup as primary",
+                chosen.host
             ),
         }
     } else {
@@ -716,12 +729,24 @@ mod tests {
             quiet(),
         ));
         assert!(is_primary(&d), "{d:?}");
+        // The other member does not wait for the primary to serve: it loads its own copy of the
+        // same backup at the same time, and follows.
         let d = decide(&obs(
             deciding(1, Some(&[]), None),
             vec![Peer::Reported(deciding(0, Some(&[]), None))],
             quiet(),
         ));
-        assert!(waits_for(&d, &host(0)), "{d:?}");
+        assert_eq!(replica_of(&d), Some((host(0).as_str(), false)), "{d:?}");
+        // Still only once every member reported, or all but one after the grace period.
+        let d = decide(&obs(
+            deciding(2, Some(&[]), None),
+            vec![
+                Peer::Reported(deciding(0, Some(&[]), None)),
+                unreachable_peer(1),
+            ],
+            quiet(),
+        ));
+        assert!(waits_for(&d, &host(1)), "{d:?}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::sync::RwLock;
@@ -29,6 +29,11 @@ pub struct Shared {
     pub ready: AtomicBool,
     /// Why it is not ready, for the probe's body (the kubelet records it in events).
     pub not_ready_because: RwLock<String>,
+    /// Whether the server holds the dataset it serves: loaded and, for a replica, in sync with
+    /// its primary; otherwise why not. This comes before ready when a server started from its
+    /// RDB still writes its AOF, and a restore's verification may read the dataset from here on,
+    /// so that the digest and the AOF's write overlap.
+    pub serving: RwLock<std::result::Result<(), String>>,
     /// The local data server `/fingerprint` reads; unset for a sentinel.
     pub fingerprint_from: std::sync::OnceLock<LocalServer>,
     /// One dataset scan at a time.
@@ -51,6 +56,7 @@ impl Shared {
             report: RwLock::new(report),
             ready: AtomicBool::new(false),
             not_ready_because: RwLock::new("starting".into()),
+            serving: RwLock::new(Err("starting".into())),
             fingerprint_from: std::sync::OnceLock::new(),
             fingerprint_lock: tokio::sync::Mutex::new(()),
         })
@@ -65,6 +71,25 @@ impl Shared {
                 because.clone_into(&mut w);
             }
         }
+    }
+
+    /// Sets whether the server holds the dataset it serves, and why not.
+    pub async fn set_serving(&self, serving: bool, because: &str) {
+        let now = if serving {
+            Ok(())
+        } else {
+            Err(because.to_owned())
+        };
+        let mut w = self.serving.write().await;
+        if *w != now {
+            *w = now;
+        }
+    }
+
+    /// Not ready and not serving, for the same reason: the server is not up, or is stopping.
+    pub async fn set_down(&self, because: &str) {
+        self.set_ready(false, because).await;
+        self.set_serving(false, because).await;
     }
 }
 
@@ -115,6 +140,16 @@ async fn fingerprint(State(s): State<Arc<Shared>>, headers: HeaderMap) -> impl I
         return (
             StatusCode::UNAUTHORIZED,
             "the database password is required as a bearer token".to_owned(),
+        )
+            .into_response();
+    }
+    // A server that has not loaded, or a replica not yet in sync, would be digested over a
+    // dataset it does not serve: the caller is told to ask again.
+    if let Err(why) = &*s.serving.read().await {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, "1")],
+            format!("the server does not serve its dataset yet: {why}"),
         )
             .into_response();
     }

@@ -487,7 +487,8 @@ fn a_planned_stop_of_the_primary_hands_over_first_and_loses_no_acknowledged_writ
     assert_eq!(
         role(&bed.data[other].ip).as_deref(),
         Some("master"),
-        "after the stop ({took:?}); sentinels {sentinels:?}"
+        "after the stop ({took:?}); sentinels {sentinels:?}; the stopped primary's log:\n{}",
+        bed.data[p].log_tail()
     );
     assert!(
         sentinels
@@ -624,6 +625,11 @@ fn an_empty_member_never_starts_while_the_member_with_data_is_away() {
         "no server may run over the empty volume"
     );
     assert_eq!(ready(&bed.data[p].ip), 503, "a waiting member is not ready");
+    // Nor does it hand out a fingerprint of a dataset it does not serve: a verify Job is told to
+    // ask again, and why.
+    let (status, retry, body) = fingerprint(&bed.data[p].ip);
+    assert_eq!((status, retry), (503, true), "{body}");
+    assert!(body.contains("empty volume"), "{body}");
 }
 
 fn info(ip: &str, section: &str) -> String {
@@ -635,11 +641,29 @@ fn info(ip: &str, section: &str) -> String {
 }
 
 fn ready(ip: &str) -> u16 {
+    readyz(ip).0
+}
+
+/// The readiness probe's status and body (why not, when not ready).
+fn readyz(ip: &str) -> (u16, String) {
     reqwest::blocking::Client::new()
         .get(format!("http://{ip}:{MANAGER_PORT}/readyz"))
         .send()
-        .map(|r| r.status().as_u16())
-        .unwrap_or(0)
+        .map(|r| (r.status().as_u16(), r.text().unwrap_or_default()))
+        .unwrap_or((0, String::new()))
+}
+
+/// The manager's `/fingerprint` answer: status, whether it says to ask again, body.
+fn fingerprint(ip: &str) -> (u16, bool, String) {
+    reqwest::blocking::Client::new()
+        .get(format!("http://{ip}:{MANAGER_PORT}/fingerprint"))
+        .bearer_auth(PASSWORD)
+        .send()
+        .map(|r| {
+            let retry = r.headers().contains_key("retry-after");
+            (r.status().as_u16(), retry, r.text().unwrap_or_default())
+        })
+        .unwrap_or_else(|e| (0, false, e.to_string()))
 }
 
 /// Lays out a volume as `lifeboat-mover restore` leaves it: the RDB, and an AOF directory whose
@@ -693,11 +717,45 @@ fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_
     let before = backup_rdb(34, &rdb);
 
     // A new pair restored from it, with sentinels that know no master, as a restored Cluster has.
+    // Their AOF rewrites are slowed to a tenth of a second a key, so that the test sees them run.
     let mut bed = Bed::new(35, 2);
     for m in &bed.data {
         lay_out_restored(&m.root.join("data"), &rdb);
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(m.root.join("etc/redis.conf"))
+            .expect("conf");
+        std::io::Write::write_all(&mut conf, b"rdb-key-save-delay 100000\n").expect("conf");
     }
     bed.start_all();
+    // While a server writes its AOF it already serves the restored dataset: its manager hands
+    // out the fingerprint a restore's verification reads, though the pod is not ready yet.
+    for m in &bed.data {
+        let (body, not_ready) = poll(
+            &bed,
+            "a fingerprint of the restored dataset",
+            Duration::from_secs(60),
+            || match fingerprint(&m.ip) {
+                (200, _, body) => Ok((body, readyz(&m.ip))),
+                (503, true, why) => Err(format!("not yet: {why}")),
+                (status, _, body) => panic!("{}: /fingerprint answered {status}: {body}", m.name),
+            },
+        );
+        let v: serde_json::Value = serde_json::from_str(&body).expect(&body);
+        let keys = redis_cmd(&m.ip, DATA_PORT, &["DBSIZE"]).expect("DBSIZE");
+        assert_eq!(
+            Some(&v["databases"]["0"]["keys"]),
+            match keys {
+                redis::Value::Int(n) if n >= before.len() as i64 => Some(serde_json::json!(n)),
+                _ => None,
+            }
+            .as_ref(),
+            "{}: {body}",
+            m.name
+        );
+        assert_eq!(not_ready.0, 503, "{}: {not_ready:?}", m.name);
+        assert!(not_ready.1.contains("AOF"), "{}: {not_ready:?}", m.name);
+    }
     let p = settled(&bed);
     let r = 1 - p;
     let both_ready = poll(&bed, "both members ready", Duration::from_secs(60), || {
@@ -710,6 +768,12 @@ fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_
     });
     // Ready means the AOF is written: the manager turned it on after loading the RDB.
     for m in &bed.data {
+        redis_cmd(
+            &m.ip,
+            DATA_PORT,
+            &["CONFIG", "SET", "rdb-key-save-delay", "0"],
+        )
+        .expect("CONFIG SET");
         let pers = info(&m.ip, "persistence");
         assert_eq!(
             info_field(&pers, "aof_enabled"),

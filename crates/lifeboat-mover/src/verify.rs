@@ -167,44 +167,96 @@ pub async fn run(args: VerifyArgs) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// The live fingerprint as the pod's instance manager computes it over loopback.
+/// How often a manager that does not serve its dataset yet is asked again.
+const ASK_MANAGER_EVERY: Duration = Duration::from_secs(1);
+
+/// One answer of the instance manager, as far as what to do next goes.
+#[derive(Debug)]
+enum ManagerAnswer {
+    /// The fingerprint, as JSON.
+    Fingerprint(String),
+    /// Not yet, for this reason: the manager is not up, the server is still loading or the
+    /// replica is not in sync (the manager says so with `Retry-After`). Asked again.
+    NotYet(String),
+    /// Refused for good.
+    Refused(Error),
+}
+
+/// Reads one answer; `retry_after` is whether the answer carried a `Retry-After` header.
+fn manager_answer(url: &str, status: u16, retry_after: bool, body: String) -> ManagerAnswer {
+    match status {
+        200..=299 => ManagerAnswer::Fingerprint(body),
+        401 => ManagerAnswer::Refused(Error::ServerAuth {
+            addr: url.to_owned(),
+            cause: body,
+        }),
+        503 if retry_after => ManagerAnswer::NotYet(body),
+        _ => ManagerAnswer::Refused(Error::Server {
+            addr: url.to_owned(),
+            cause: format!("answered {status}: {body}"),
+        }),
+    }
+}
+
+/// The live fingerprint as the pod's instance manager computes it over loopback. The Job may
+/// start before the server has loaded its dataset (a restore verifies while the servers write
+/// their AOF), so a manager that is not up yet, or says the server does not serve its dataset
+/// yet, is asked again until `timeout`.
 async fn from_manager(
     opts: &crate::server::ServerOpts,
     port: u16,
     timeout: Duration,
 ) -> Result<Fingerprint> {
     let url = format!("http://{}:{port}/fingerprint", opts.host);
-    let unreachable = |cause: String| Error::ServerUnreachable {
-        addr: format!("{}:{port} (instance manager)", opts.host),
-        cause,
-    };
+    let addr = format!("{}:{port} (instance manager)", opts.host);
     let client = reqwest::Client::builder()
-        .timeout(timeout)
         .build()
         .map_err(|e| Error::Internal(format!("building the HTTP client: {e}")))?;
-    let mut req = client.get(&url);
-    if let Some(p) = &opts.password {
-        req = req.bearer_auth(p);
+    let deadline = Instant::now() + timeout;
+    let mut waiting_for = String::new();
+    loop {
+        let mut req = client
+            .get(&url)
+            .timeout(deadline.saturating_duration_since(Instant::now()));
+        if let Some(p) = &opts.password {
+            req = req.bearer_auth(p);
+        }
+        let answer = match req.send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let retry_after = resp.headers().contains_key(reqwest::header::RETRY_AFTER);
+                match resp.text().await {
+                    Ok(body) => manager_answer(&url, status, retry_after, body),
+                    Err(e) => ManagerAnswer::NotYet(e.to_string()),
+                }
+            }
+            Err(e) => ManagerAnswer::NotYet(e.to_string()),
+        };
+        let why = match answer {
+            ManagerAnswer::Fingerprint(body) => {
+                return serde_json::from_str(&body).map_err(|e| Error::Server {
+                    addr: url,
+                    cause: format!("unreadable fingerprint: {e}"),
+                });
+            }
+            ManagerAnswer::Refused(e) => return Err(e),
+            ManagerAnswer::NotYet(why) => why,
+        };
+        if Instant::now() + ASK_MANAGER_EVERY >= deadline {
+            return Err(Error::ServerUnreachable {
+                addr,
+                cause: format!(
+                    "did not serve its dataset within {}s: {why}",
+                    timeout.as_secs()
+                ),
+            });
+        }
+        if why != waiting_for {
+            tracing::info!(server = %addr, reason = %why, "waiting for the server to serve its dataset");
+            waiting_for = why;
+        }
+        tokio::time::sleep(ASK_MANAGER_EVERY).await;
     }
-    let resp = req.send().await.map_err(|e| unreachable(e.to_string()))?;
-    let status = resp.status();
-    let body = resp.text().await.map_err(|e| unreachable(e.to_string()))?;
-    if status == reqwest::StatusCode::UNAUTHORIZED {
-        return Err(Error::ServerAuth {
-            addr: url,
-            cause: body,
-        });
-    }
-    if !status.is_success() {
-        return Err(Error::Server {
-            addr: url,
-            cause: format!("answered {status}: {body}"),
-        });
-    }
-    serde_json::from_str(&body).map_err(|e| Error::Server {
-        addr: url,
-        cause: format!("unreadable fingerprint: {e}"),
-    })
 }
 
 pub fn compare(backup_name: String, expected: Fingerprint, live: Fingerprint) -> VerifyReport {
@@ -251,6 +303,35 @@ mod tests {
             },
         );
         f
+    }
+
+    #[test]
+    fn a_manager_that_says_not_yet_is_asked_again_and_any_other_refusal_ends_the_verify() {
+        let url = "http://fdb-1.h:8000/fingerprint";
+        assert!(matches!(
+            manager_answer(url, 200, false, "{}".into()),
+            ManagerAnswer::Fingerprint(b) if b == "{}"
+        ));
+        assert!(matches!(
+            manager_answer(url, 503, true, "loading".into()),
+            ManagerAnswer::NotYet(b) if b == "loading"
+        ));
+        // Without Retry-After, a 503 is the digest failing on a server that serves: asking again
+        // would only hide it until the deadline.
+        let failed = manager_answer(url, 503, false, "ERR digest".into());
+        assert!(
+            matches!(&failed, ManagerAnswer::Refused(Error::Server { addr, cause })
+                if addr == url && cause == "answered 503: ERR digest"),
+            "{failed:?}"
+        );
+        assert!(matches!(
+            manager_answer(url, 401, true, "token".into()),
+            ManagerAnswer::Refused(Error::ServerAuth { .. })
+        ));
+        assert!(matches!(
+            manager_answer(url, 404, false, "not a data pod".into()),
+            ManagerAnswer::Refused(Error::Server { .. })
+        ));
     }
 
     #[test]

@@ -200,6 +200,19 @@ pub fn termination_message(pod: Option<&k8s_openapi::api::core::v1::Pod>) -> Str
         .unwrap_or_default()
 }
 
+/// Whether every container of a pod runs (so its init containers have finished).
+pub fn containers_running(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|cs| {
+            !cs.is_empty()
+                && cs
+                    .iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+        })
+}
+
 /// Whether a Job has ended: succeeded, or with a `Failed` or `Complete` condition. An ended Job
 /// runs no pod that could still write.
 pub fn job_finished(job: &k8s_openapi::api::batch::v1::Job) -> bool {

@@ -134,9 +134,9 @@ fn claims_of(pod: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The kubelet, for the pods of StatefulSets: a pod whose claims are bound runs, its containers
-/// become ready unless it is crashing, and it is Ready when every readiness gate's condition is
-/// True. Job pods are left to [`finish_job`].
+/// The kubelet, for the pods of StatefulSets: a pod whose claims are bound runs unless it is
+/// crashing, its containers become ready on the pass after, and it is Ready when every
+/// readiness gate's condition is True. Job pods are left to [`finish_job`].
 pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
     let now = store.timestamp();
     // Names only: a pod is copied when it changes, which most passes it does not.
@@ -157,7 +157,7 @@ pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
                 .and_then(|p| str_at(p, "/status/phase"))
                 == Some("Bound")
         });
-        let containers_ready = bound && !crashing.contains(&name);
+        let running = bound && !crashing.contains(&name);
         let gates: Vec<&str> = pod
             .pointer("/spec/readinessGates")
             .and_then(Value::as_array)
@@ -169,6 +169,13 @@ pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
+        // The server loads its dataset and writes its AOF while its container runs: ready one
+        // pass after it started running, so that the Cluster controller sees pods that run and
+        // are not ready yet, as a restore's verification does.
+        let started_at = pod
+            .pointer("/status/containerStatuses/0/state/running/startedAt")
+            .cloned();
+        let containers_ready = running && started_at.is_some();
         let gates_open = gates.iter().all(|g| {
             old.iter()
                 .any(|c| str_at(c, "/type") == Some(*g) && str_at(c, "/status") == Some("True"))
@@ -192,7 +199,18 @@ pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
         conditions.push(condition("ContainersReady", containers_ready));
         conditions.push(condition("Ready", containers_ready && gates_open));
         let phase = if bound { "Running" } else { "Pending" };
-        let status = json!({"phase": phase, "conditions": conditions});
+        let mut status = json!({"phase": phase, "conditions": conditions});
+        if running {
+            status["containerStatuses"] = json!([{
+                "name": "server",
+                "image": "sim",
+                "imageID": "",
+                "ready": containers_ready,
+                "restartCount": 0,
+                "started": true,
+                "state": {"running": {"startedAt": started_at.unwrap_or_else(|| json!(now))}},
+            }]);
+        }
         // The role the Cluster controller would read from a serving server: the first pod
         // primary, the others replicas. Only a server that serves has one.
         let role = containers_ready.then(|| {

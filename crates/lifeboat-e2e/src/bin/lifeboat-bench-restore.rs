@@ -213,7 +213,7 @@ async fn one_size(ns: &TestNamespace, size_mib: u64) -> Result<SizeReport> {
     let restore_stages = timeline::stages(&restore_seen, RESTORE_STAGES, DATA_PODS)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("Cluster {restored}"))?;
-    // Where the load and verify stages went, from the servers' and the verify Job's own words.
+    // Where the load, verify and AOF stages went, from the servers' and the verify Job's own words.
     print_restore_logs(ns, &restored).await?;
     // A fast restore of the wrong data is no result.
     assert_verification(ns, &restored).await?;
@@ -269,6 +269,8 @@ async fn print_restore_logs(ns: &TestNamespace, cluster: &str) -> Result<()> {
         "Starting BGSAVE",
         "Background saving terminated",
         "Synchronization with replica",
+        "Background append only file rewriting started",
+        "Background AOF rewrite finished successfully",
     ];
     let pods: Api<Pod> = ns.api();
     let params = kube::api::LogParams {
@@ -568,7 +570,7 @@ fn print_size(r: &SizeReport) {
 
 fn print_summary(reports: &[SizeReport]) {
     println!(
-        "\n| size | RDB bytes a volume | restore to Running | empty Cluster | raw copy | overhead | transfer | data load | verify |"
+        "\n| size | RDB bytes a volume | restore to Running | empty Cluster | raw copy | overhead | transfer | data load and verify | AOF write after verify |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let stage = |r: &SizeReport, name: &str| {
@@ -587,8 +589,8 @@ fn print_summary(reports: &[SizeReport]) {
             r.raw_copy_seconds,
             r.overhead_seconds,
             stage(r, " transfer"),
-            stage(r, " data load"),
-            stage(r, " verify"),
+            stage(r, " data load and verify"),
+            stage(r, " AOF write"),
         );
     }
     if let Some(r) = reports.iter().find(|r| r.size_mib == 1024) {

@@ -300,6 +300,7 @@ pub async fn step(
         pods.push(PodObs {
             name: p.name_any(),
             containers_ready: ready,
+            running: kubeapi::containers_running(p),
             stuck,
         });
     }

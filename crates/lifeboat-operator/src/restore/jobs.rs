@@ -265,6 +265,12 @@ pub fn verify_job(input: &JobInput<'_>, secret: &str, domain: &str) -> Job {
         image: Some(input.image.to_owned()),
         image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["lifeboat-mover".into(), "verify".into()]),
+        // The Job starts while the servers may still be loading, and waits for them within the
+        // stage's deadline rather than the mover's default.
+        args: Some(vec![
+            "--timeout".into(),
+            input.req.post_ready_deadline.as_secs().to_string(),
+        ]),
         env: Some(env_vars),
         volume_mounts: Some(input.repo.mounts.clone()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
@@ -367,6 +373,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_verify_job_waits_for_the_servers_as_long_as_the_stage_may_last() {
+        let jobs = restore_jobs(&s3_access());
+        let verify = jobs
+            .last()
+            .and_then(|j| j.spec.as_ref())
+            .expect("verify job");
+        let deadline = verify.active_deadline_seconds.expect("deadline");
+        let c = verify
+            .template
+            .spec
+            .as_ref()
+            .map(|p| p.containers[0].clone())
+            .expect("container");
+        // The Job outlives the stage by a minute, so that the stage fails first, quoting why.
+        assert_eq!(
+            c.args,
+            Some(vec!["--timeout".to_owned(), (deadline - 60).to_string()])
+        );
     }
 
     #[test]

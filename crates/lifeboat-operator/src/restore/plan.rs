@@ -75,6 +75,10 @@ pub struct PodObs {
     pub name: String,
     /// Whether its containers are ready (the server answers).
     pub containers_ready: bool,
+    /// Whether every container runs: the instance manager answers, and tells the verify Job
+    /// once its server serves the restored dataset, which may be before the pod is ready (a
+    /// server started from its RDB writes its AOF first).
+    pub running: bool,
     /// Why it is stuck, if it is.
     pub stuck: Option<Stuck>,
 }
@@ -666,11 +670,14 @@ pub fn plan(input: &Input<'_>) -> Plan {
         p.fail(now, POST_READY, s.message.clone());
         return p;
     }
-    let ready = input.pods.iter().filter(|pod| pod.containers_ready).count();
+    // The verify Job starts once every data pod runs, not once each is ready: it waits in each
+    // pod for the server to serve its dataset, and its digest overlaps the AOF the servers
+    // write before they may be ready. The Cluster is Running only once they are.
+    let running = input.pods.iter().filter(|pod| pod.running).count();
     let want = usize::try_from(input.replicas).unwrap_or(0);
     // Checked before the verify Job is asked for again: when its create keeps failing, the stage
     // must still end at its deadline.
-    if input.workload_exists && ready >= want && want > 0 && over {
+    if input.workload_exists && running >= want && want > 0 && over {
         p.fail(
             now,
             POST_READY,
@@ -681,7 +688,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
         );
         return p;
     }
-    if input.workload_exists && ready >= want && want > 0 {
+    if input.workload_exists && running >= want && want > 0 {
         p.create_verify_job = true;
         conditions::set(
             &mut p.status.conditions,
@@ -699,7 +706,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
         .iter()
         .find_map(|pod| pod.stuck.as_ref().map(|s| s.message.clone()))
         .unwrap_or_else(|| {
-            format!("{ready} of {want} database pods have started on the restored data")
+            format!("{running} of {want} database pods have started on the restored data")
         });
     if over {
         p.fail(
@@ -941,15 +948,25 @@ mod tests {
         i.pods = vec![
             PodObs {
                 name: "fdb-falkordb-0".into(),
-                containers_ready: true,
+                containers_ready: false,
+                running: true,
                 stuck: None,
             },
             PodObs {
                 name: "fdb-falkordb-1".into(),
-                containers_ready: true,
+                containers_ready: false,
+                running: false,
                 stuck: None,
             },
         ];
+        let waiting = step(i.clone(), &p4);
+        assert!(
+            !waiting.create_verify_job,
+            "one pod's containers do not run yet"
+        );
+        // Running, not ready: the servers may still be loading or writing their AOF; the verify
+        // Job waits in each pod for its server to serve the dataset, so it starts now.
+        i.pods[1].running = true;
         let p5 = step(i.clone(), &p4);
         assert!(p5.create_verify_job);
         assert!(!p5.open_gates);
@@ -1209,6 +1226,7 @@ mod tests {
         i.pods = vec![PodObs {
             name: "fdb-falkordb-0".into(),
             containers_ready: false,
+            running: false,
             stuck: None,
         }];
         i.now = at(700);
@@ -1243,6 +1261,7 @@ mod tests {
             .map(|n| PodObs {
                 name: format!("fdb-falkordb-{n}"),
                 containers_ready: true,
+                running: true,
                 stuck: None,
             })
             .collect();
