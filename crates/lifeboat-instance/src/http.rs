@@ -75,15 +75,11 @@ impl Shared {
 
     /// Sets whether the server holds the dataset it serves, and why not.
     pub async fn set_serving(&self, serving: bool, because: &str) {
-        let now = if serving {
+        *self.serving.write().await = if serving {
             Ok(())
         } else {
             Err(because.to_owned())
         };
-        let mut w = self.serving.write().await;
-        if *w != now {
-            *w = now;
-        }
     }
 
     /// Not ready and not serving, for the same reason: the server is not up, or is stopping.

@@ -299,7 +299,6 @@ pub async fn step(
         };
         pods.push(PodObs {
             name: p.name_any(),
-            containers_ready: ready,
             running: kubeapi::containers_running(p),
             stuck,
         });

@@ -73,8 +73,6 @@ pub struct PvcObs {
 pub struct PodObs {
     /// The pod's name.
     pub name: String,
-    /// Whether its containers are ready (the server answers).
-    pub containers_ready: bool,
     /// Whether every container runs: the instance manager answers, and tells the verify Job
     /// once its server serves the restored dataset, which may be before the pod is ready (a
     /// server started from its RDB writes its AOF first).
@@ -675,9 +673,10 @@ pub fn plan(input: &Input<'_>) -> Plan {
     // write before they may be ready. The Cluster is Running only once they are.
     let running = input.pods.iter().filter(|pod| pod.running).count();
     let want = usize::try_from(input.replicas).unwrap_or(0);
+    let all_running = input.workload_exists && running >= want && want > 0;
     // Checked before the verify Job is asked for again: when its create keeps failing, the stage
     // must still end at its deadline.
-    if input.workload_exists && running >= want && want > 0 && over {
+    if all_running && over {
         p.fail(
             now,
             POST_READY,
@@ -688,7 +687,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
         );
         return p;
     }
-    if input.workload_exists && running >= want && want > 0 {
+    if all_running {
         p.create_verify_job = true;
         conditions::set(
             &mut p.status.conditions,
@@ -948,13 +947,11 @@ mod tests {
         i.pods = vec![
             PodObs {
                 name: "fdb-falkordb-0".into(),
-                containers_ready: false,
                 running: true,
                 stuck: None,
             },
             PodObs {
                 name: "fdb-falkordb-1".into(),
-                containers_ready: false,
                 running: false,
                 stuck: None,
             },
@@ -1225,7 +1222,6 @@ mod tests {
         i.workload_exists = true;
         i.pods = vec![PodObs {
             name: "fdb-falkordb-0".into(),
-            containers_ready: false,
             running: false,
             stuck: None,
         }];
@@ -1260,7 +1256,6 @@ mod tests {
         i.pods = (0..2)
             .map(|n| PodObs {
                 name: format!("fdb-falkordb-{n}"),
-                containers_ready: true,
                 running: true,
                 stuck: None,
             })
