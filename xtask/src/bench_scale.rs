@@ -56,6 +56,13 @@ pub struct ScaleBench {
     /// others are standalone Redis.
     #[arg(long, default_value_t = 3)]
     replication_every: usize,
+    /// Clusters that get data volumes and one Backup each (one per namespace first), once all
+    /// are Running.
+    #[arg(long, default_value_t = 50)]
+    backups: usize,
+    /// Clusters created from those Backups (`spec.restore`), once the Backups completed.
+    #[arg(long, default_value_t = 20)]
+    restores: usize,
     /// Fake nodes kwok runs.
     #[arg(long, default_value_t = 20)]
     nodes: usize,
@@ -184,6 +191,35 @@ fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> Result<bool
     }
 }
 
+/// Polls `f` every 2 s until it says done, tracking the leader's peak RSS; returns the seconds
+/// since `t`. `f` answers (done, what it saw).
+fn wait_for(
+    deadline_seconds: u64,
+    t: Instant,
+    peak: &mut u64,
+    pid: u32,
+    mut f: impl FnMut() -> Result<(bool, String)>,
+) -> Result<f64> {
+    let end = t + Duration::from_secs(deadline_seconds);
+    let mut last_print = Instant::now();
+    loop {
+        let (_, hwm) = rss(pid)?;
+        *peak = (*peak).max(hwm);
+        let (done, seen) = f()?;
+        if done {
+            return Ok(t.elapsed().as_secs_f64());
+        }
+        if last_print.elapsed() > Duration::from_secs(30) {
+            eprintln!("  {:>5.0}s: {seen}", t.elapsed().as_secs_f64());
+            last_print = Instant::now();
+        }
+        if Instant::now() > end {
+            bail!("not within {deadline_seconds}s: {seen}");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// Deletes what an earlier run left: its namespaces (the operator tears their Clusters down,
 /// kwok deletes the pods) and its fake nodes.
 fn clean() -> Result<()> {
@@ -201,6 +237,34 @@ fn clean() -> Result<()> {
         let mut args = vec!["delete", "ns", "--wait=true", "--timeout=900s"];
         args.extend(names.iter().copied());
         kubectl(&args)?;
+    }
+    let _ = kubectl(&[
+        "delete",
+        "backuprepo",
+        crate::bench_scale_data::REPO,
+        "--ignore-not-found",
+    ]);
+    // The volumes go through the provisioner's helper pods on the fake nodes, which the
+    // finisher completes: the nodes stay until then.
+    let left = || -> Result<usize> {
+        let v = json(&["get", "pv"])?;
+        Ok(v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| {
+                p["spec"]["claimRef"]["namespace"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("scale-"))
+            })
+            .count())
+    };
+    if let Err(e) = wait_until(
+        "the bench's volumes deleted",
+        Duration::from_secs(300),
+        || Ok(left()? == 0),
+    ) {
+        eprintln!("warning: {e:#}");
     }
     let _ = kubectl(&["delete", "nodes", "-l", "type=kwok", "--ignore-not-found"]);
     Ok(())
@@ -310,20 +374,50 @@ fn start_servers(work: &Path, fb: &Path) -> Result<Procs> {
     Ok(procs)
 }
 
-fn cluster_yaml(name: &str, ns: &str, replicated: bool) -> String {
-    if replicated {
-        format!(
-            "apiVersion: apps.kubeblocks.io/v1\nkind: Cluster\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-             spec:\n  clusterDef: falkordb\n  topology: replication\n  terminationPolicy: Delete\n  componentSpecs:\n\
-             \x20   - name: falkordb\n      replicas: 2\n    - name: falkordb-sent\n      replicas: 3\n---\n"
-        )
+/// A bench Cluster. `volumes`: its data component gets a volume (a Backup needs one) and backs
+/// up into the bench's repo; `restore_from`: it restores that Backup.
+fn cluster_yaml(
+    name: &str,
+    ns: &str,
+    replicated: bool,
+    volumes: bool,
+    restore_from: Option<&str>,
+) -> String {
+    let (def, topology, comp, replicas) = if replicated {
+        ("falkordb", "replication", "falkordb", 2)
     } else {
-        format!(
-            "apiVersion: apps.kubeblocks.io/v1\nkind: Cluster\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-             spec:\n  clusterDef: redis\n  topology: standalone\n  terminationPolicy: Delete\n  componentSpecs:\n\
-             \x20   - name: redis\n      replicas: 1\n---\n"
-        )
+        ("redis", "standalone", "redis", 1)
+    };
+    let mut y = format!(
+        "apiVersion: apps.kubeblocks.io/v1\nkind: Cluster\nmetadata:\n  name: {name}\n  namespace: {ns}\n  \
+         labels:\n    lifeboat-bench: scale\nspec:\n  clusterDef: {def}\n  topology: {topology}\n  terminationPolicy: Delete\n"
+    );
+    if volumes || restore_from.is_some() {
+        y.push_str(&format!(
+            "  backup:\n    method: datafile\n    repoName: {}\n",
+            crate::bench_scale_data::REPO
+        ));
     }
+    if let Some(b) = restore_from {
+        y.push_str(&format!(
+            "  restore:\n    source:\n      apiGroup: dataprotection.kubeblocks.io\n      kind: Backup\n      name: {b}\n    \
+             parameters:\n      dataprotection.kubeblocks.io/volume-restore-policy: Parallel\n"
+        ));
+    }
+    y.push_str(&format!(
+        "  componentSpecs:\n    - name: {comp}\n      replicas: {replicas}\n"
+    ));
+    if volumes || restore_from.is_some() {
+        y.push_str(
+            "      volumeClaimTemplates:\n        - name: data\n          spec:\n            \
+             accessModes: [ReadWriteOnce]\n            resources:\n              requests:\n                storage: 1Gi\n",
+        );
+    }
+    if replicated {
+        y.push_str("    - name: falkordb-sent\n      replicas: 3\n");
+    }
+    y.push_str("---\n");
+    y
 }
 
 /// Adds every Cluster's password to the host servers, and has the sentinel monitor every
@@ -648,6 +742,8 @@ pub fn run(b: ScaleBench) -> Result<()> {
     let mut procs = stage("host servers (master, replica, sentinel)", || {
         start_servers(&work, &fb)
     })?;
+    // Before the clean-up of an earlier run, whose volumes need it too.
+    let finisher = crate::bench_scale_data::Finisher::start();
     stage("kwok and its fake nodes", || {
         let stages = work.join("stages.yaml");
         std::fs::write(&stages, STAGES)?;
@@ -714,16 +810,13 @@ pub fn run(b: ScaleBench) -> Result<()> {
         let ns = format!("scale-{:02}", i % b.namespaces);
         let replicated = b.replication_every > 0 && i % b.replication_every == 0;
         let name = format!("c{i:04}");
-        let mut y = cluster_yaml(&name, &ns, replicated);
-        y = y.replacen(
-            &format!("  namespace: {ns}\n"),
-            &format!("  namespace: {ns}\n  labels:\n    lifeboat-bench: scale\n"),
-            1,
-        );
-        yaml.push_str(&y);
+        yaml.push_str(&cluster_yaml(&name, &ns, replicated, i < b.backups, None));
         clusters.push((ns, name, replicated));
     }
     let replicated = clusters.iter().filter(|c| c.2).count();
+    if b.backups > 0 {
+        kubectl_stdin(&["apply", "-f", "-"], &crate::bench_scale_data::repo_yaml())?;
+    }
     let hist0 = histogram(&metrics(&leader.ip)?);
     let t_create = Instant::now();
     stage(
@@ -764,6 +857,80 @@ pub fn run(b: ScaleBench) -> Result<()> {
         }
     })?;
     let hist1 = histogram(&metrics(&leader.ip)?);
+
+    let backups: Vec<(String, String, bool)> = clusters
+        .iter()
+        .take(b.backups)
+        .map(|(ns, name, rep)| (ns.clone(), format!("{name}-backup"), *rep))
+        .collect();
+    let to_completed = if backups.is_empty() {
+        None
+    } else {
+        let mut yaml = String::new();
+        for ((ns, bk, rep), (_, name, _)) in backups.iter().zip(&clusters) {
+            let comp = if *rep { "falkordb" } else { "redis" };
+            yaml.push_str(&format!(
+                "apiVersion: dataprotection.kubeblocks.io/v1alpha1\nkind: Backup\nmetadata:\n  name: {bk}\n  \
+                 namespace: {ns}\n  labels:\n    lifeboat-bench: scale\nspec:\n  backupPolicyName: {name}-{comp}-backup-policy\n  \
+                 backupMethod: datafile\n  deletionPolicy: Retain\n---\n"
+            ));
+        }
+        let t = Instant::now();
+        kubectl_stdin(&["apply", "-f", "-"], &yaml)?;
+        Some(stage(
+            &format!("{} Backups Completed", backups.len()),
+            || {
+                wait_for(b.deadline_seconds, t, &mut peak, leader.pid, || {
+                    let v = json(&[
+                        "get",
+                        "backups.dataprotection.kubeblocks.io",
+                        "-A",
+                        "-l",
+                        "lifeboat-bench=scale",
+                    ])?;
+                    let mut m: BTreeMap<String, usize> = BTreeMap::new();
+                    for x in v["items"].as_array().into_iter().flatten() {
+                        let phase = x["status"]["phase"].as_str().unwrap_or("(none)");
+                        if phase == "Failed" {
+                            bail!(
+                                "Backup {}/{} failed: {}",
+                                x["metadata"]["namespace"].as_str().unwrap_or_default(),
+                                x["metadata"]["name"].as_str().unwrap_or_default(),
+                                x["status"]["failureReason"].as_str().unwrap_or_default()
+                            );
+                        }
+                        *m.entry(phase.to_owned()).or_default() += 1;
+                    }
+                    Ok((m.get("Completed") == Some(&backups.len()), format!("{m:?}")))
+                })
+            },
+        )?)
+    };
+    let restores = b.restores.min(backups.len());
+    let to_restored = if restores == 0 {
+        None
+    } else {
+        let mut yaml = String::new();
+        for (k, (ns, bk, rep)) in backups.iter().take(restores).enumerate() {
+            let name = format!("r{k:03}");
+            yaml.push_str(&cluster_yaml(&name, ns, *rep, true, Some(bk)));
+            clusters.push((ns.clone(), name, *rep));
+        }
+        let t = Instant::now();
+        kubectl_stdin(&["apply", "--server-side", "-f", "-"], &yaml)?;
+        let total = clusters.len();
+        Some(stage(
+            &format!("{restores} restoring Clusters Running"),
+            || {
+                wait_for(b.deadline_seconds, t, &mut peak, leader.pid, || {
+                    answer_for(&clusters, &mut answered, &work.join("hosts"))?;
+                    let p = phases()?;
+                    Ok((p.get("Running") == Some(&total), format!("{p:?}")))
+                })
+            },
+        )?)
+    };
+    let total = clusters.len();
 
     // Steady state: nothing changes; the operator keeps following roles.
     let since = crate::rbac::mark();
@@ -834,7 +1001,7 @@ pub fn run(b: ScaleBench) -> Result<()> {
                 .and_then(|n| n.parse::<f64>().ok())
                 .unwrap_or(0.0);
             seen = format!("leader {} (pid {}) reconciled {reconciled}", l.pod, l.pid);
-            if reconciled < b.clusters as f64 {
+            if reconciled < total as f64 {
                 continue;
             }
             let now = unix_now();
@@ -843,7 +1010,7 @@ pub fn run(b: ScaleBench) -> Result<()> {
             let (_, w_recent, _) = audited(&reqs, now - 15.0, now);
             let p = phases()?;
             seen = format!("{seen}; {w_recent} writes in the last 15 s; phases {p:?}");
-            if w_recent > 0 || now - counted < 15.0 || p.get("Running") != Some(&b.clusters) {
+            if w_recent > 0 || now - counted < 15.0 || p.get("Running") != Some(&total) {
                 continue;
             }
             // The last write since the kill, or the moment the reconcile count was reached.
@@ -880,6 +1047,19 @@ pub fn run(b: ScaleBench) -> Result<()> {
         rss0 as f64 / 1024.0
     ));
     line(format!("create all -> all Running: {to_running:.1} s"));
+    if let Some(t) = to_completed {
+        line(format!(
+            "{} Backups (one per Cluster with volumes) created -> all Completed: {t:.1} s",
+            backups.len()
+        ));
+    }
+    if let Some(t) = to_restored {
+        line(format!(
+            "{restores} Clusters restoring those Backups created -> all Running: {t:.1} s; \
+             pods completed by the bench (Job pods and volume helpers): {}",
+            finisher.completed()
+        ));
+    }
     let steady = steady_rss.iter().copied().max().unwrap_or(0);
     line(format!(
         "operator RSS: peak {:.1} MiB, steady max {:.1} MiB  (target < 100 MiB: {})",
@@ -921,5 +1101,6 @@ pub fn run(b: ScaleBench) -> Result<()> {
         stage("clean up", clean)?;
         drop(procs);
     }
+    drop(finisher);
     Ok(())
 }

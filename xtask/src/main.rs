@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_scale;
+mod bench_scale_data;
 mod ci;
 mod crdgen;
 mod demo;

@@ -122,6 +122,17 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
             "Backup went to repo {:?}",
             st.backup_repo_name
         );
+        // The mover's result is also the Job pod's termination message, where the operator
+        // reads it first.
+        let message = result_message(&src, "lifeboat.io/backup=fdb-s3").await?;
+        let line: serde_json::Value = serde_json::from_str(message.trim())
+            .map_err(|e| anyhow::anyhow!("backup pod's message is not a result line ({e}): {message:?}"))?;
+        ensure!(
+            line["objectCount"].as_u64().unwrap_or(0) > 0
+                && line["checkedObjects"] == line["objectCount"]
+                && line["fingerprint"].is_object(),
+            "backup pod's termination message is not its result line: {message}"
+        );
         let path = st.path.clone().unwrap_or_default();
         let objects = list(store.as_ref(), &path).await?;
         eprintln!("Backup fdb-s3 at {path}: {objects:?}");
@@ -149,6 +160,19 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
                     wait_phase(&dst, "restored", ClusterPhase::Running, RESTORE_TIMEOUT).await?;
                     assert_restored(&dst, "restored", &written).await?;
                     assert_verification(&dst, "restored").await?;
+                    let verified = result_message(
+                        &dst,
+                        "app.kubernetes.io/instance=restored,job-name=restored-falkordb-verify",
+                    )
+                    .await?;
+                    let lines: Vec<serde_json::Value> = verified
+                        .lines()
+                        .filter_map(|l| serde_json::from_str(l).ok())
+                        .collect();
+                    ensure!(
+                        lines.len() == 2 && lines.iter().all(|l| l["match"] == true),
+                        "the verify pod's termination message is not one matching line a server: {verified:?}"
+                    );
                     eprintln!("{}", restore_report(&dst, "restored").await?);
                     Ok(())
                 }
@@ -173,6 +197,33 @@ async fn s3_backup_restores_in_another_namespace_and_its_deletion_removes_the_da
     .await;
     delete_repo(&c, REPO).await?;
     result
+}
+
+/// The termination message of the finished pod of a Job selected by `selector`.
+async fn result_message(ns: &lifeboat_e2e::TestNamespace, selector: &str) -> Result<String> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+    let list = pods
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await?;
+    let messages: Vec<String> = list
+        .items
+        .iter()
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+                .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+        })
+        .collect();
+    messages
+        .into_iter()
+        .find(|m| !m.trim().is_empty())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no pod with {selector} has a termination message ({} pods)",
+                list.items.len()
+            )
+        })
 }
 
 /// Every object below `prefix` with its bytes, read back through the store.

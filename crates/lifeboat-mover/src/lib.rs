@@ -20,4 +20,5 @@ pub mod restore;
 pub mod scratch;
 pub mod server;
 pub mod stream;
+pub mod termination;
 pub mod verify;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use clap::{Parser, Subcommand};
 use lifeboat_mover::error::{Error, exit, one_line};
 use lifeboat_mover::verify::VerifyReport;
-use lifeboat_mover::{backup, delete, drill, inspect, progress, restore, verify};
+use lifeboat_mover::{backup, delete, drill, inspect, progress, restore, termination, verify};
 
 #[derive(Parser)]
 #[command(
@@ -17,6 +17,16 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, env = "LIFEBOAT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Where a successful command also writes its result lines, for the operator to read from
+    /// the pod's status. Written only when the file exists, as the kubelet's does in every
+    /// container; never created.
+    #[arg(
+        long,
+        global = true,
+        env = "LIFEBOAT_TERMINATION_LOG",
+        default_value = "/dev/termination-log"
+    )]
+    termination_log: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,7 +75,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
     serde_json::to_string(v).map_err(|e| Error::Internal(format!("serialising output: {e}")))
 }
 
-async fn run(cmd: Command) -> Result<(), Error> {
+async fn run(cmd: Command, termination_log: &std::path::Path) -> Result<(), Error> {
     // Commands that can run for minutes report progress; the short ones do not.
     let progress = matches!(
         cmd,
@@ -75,20 +85,30 @@ async fn run(cmd: Command) -> Result<(), Error> {
     let result = outcome(cmd).await;
     // Stopped before the result is printed: the result line is always the last line.
     drop(progress);
-    match result? {
-        Outcome::Line(line) => emit(&line),
-        Outcome::Report(r) => report(r),
+    let mut lines = Vec::new();
+    let printed = match result? {
+        Outcome::Line(line) => {
+            let printed = emit(&line);
+            lines.push(line);
+            printed
+        }
+        Outcome::Report(r) => report(r, &mut lines),
         Outcome::Reports(rs) => {
             // Every server's line is printed; the first mismatch is the command's failure.
             let mut failed = Ok(());
             for r in rs {
-                if let (Err(e), Ok(())) = (report(r), &failed) {
+                if let (Err(e), Ok(())) = (report(r, &mut lines), &failed) {
                     failed = Err(e);
                 }
             }
             failed
         }
+    };
+    // Only a success: a failed container's message is its log's tail, ending in the error line.
+    if printed.is_ok() {
+        termination::write(termination_log, &lines);
     }
+    printed
 }
 
 enum Outcome {
@@ -123,8 +143,10 @@ async fn outcome(cmd: Command) -> Result<Outcome, Error> {
 }
 
 /// Prints a verify or drill report; a mismatch is the command's failure.
-fn report(r: VerifyReport) -> Result<(), Error> {
-    emit(&to_json(&r)?)?;
+fn report(r: VerifyReport, lines: &mut Vec<String>) -> Result<(), Error> {
+    let line = to_json(&r)?;
+    emit(&line)?;
+    lines.push(line);
     if r.matches {
         tracing::info!("{}", r.message);
         Ok(())
@@ -152,7 +174,7 @@ fn main() {
             std::process::exit(exit::INTERNAL);
         }
     };
-    let result = rt.block_on(run(cli.command));
+    let result = rt.block_on(run(cli.command, &cli.termination_log));
     // Drop the runtime before exiting so that pending multipart cleanups run.
     drop(rt);
     match result {

@@ -76,6 +76,32 @@ pub async fn log_tail(client: &kube::Client, ns: &str, pod: &str) -> Option<Stri
     (!logs.trim().is_empty()).then_some(logs)
 }
 
+/// A finished Job pod's result lines: the termination message of a pod that succeeded, where the
+/// mover writes them (no request through the API server to the node, and kept after the log
+/// is gone), else the log's tail (a mover too old to write it, or results too long for a
+/// message). A failed pod's message is its log's tail cut to the kubelet's limit, so its log is
+/// read whole instead.
+pub async fn job_output(
+    client: &kube::Client,
+    ns: &str,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> Option<String> {
+    if let Some(m) = succeeded_result_message(pod) {
+        return Some(m);
+    }
+    log_tail(client, ns, &pod.name_any()).await
+}
+
+/// The termination message of a pod that succeeded, when it holds a JSON object line.
+pub fn succeeded_result_message(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+    let succeeded = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+    let m = termination_message(Some(pod));
+    let holds_result = m
+        .lines()
+        .any(|l| serde_json::from_str::<serde_json::Value>(l.trim()).is_ok_and(|v| v.is_object()));
+    (succeeded && holds_result).then_some(m)
+}
+
 /// Sets the finalizers of a namespaced object as a compare-and-swap on the resourceVersion it was
 /// read at: a finalizer another controller added in between is never dropped, and the conflict
 /// is retried by the caller's next reconcile with a fresh read.
@@ -223,4 +249,51 @@ pub fn job_finished(job: &k8s_openapi::api::batch::v1::Job) -> bool {
                 .flatten()
                 .any(|c| (c.type_ == "Failed" || c.type_ == "Complete") && c.status == "True")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
+    };
+
+    use super::succeeded_result_message;
+
+    fn pod(phase: &str, message: &str) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "backup".into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            message: Some(message.into()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_result_is_read_from_the_message_of_a_pod_that_succeeded_only() {
+        let line = "{\"backupName\":\"b-1234abcd\"}\n";
+        assert_eq!(
+            succeeded_result_message(&pod("Succeeded", line)).as_deref(),
+            Some(line)
+        );
+        // A failed pod's message is its log's tail, cut by the kubelet: the log is read instead.
+        assert_eq!(succeeded_result_message(&pod("Failed", line)), None);
+        // An older mover writes no message; text that holds no result line is not one either.
+        assert_eq!(succeeded_result_message(&pod("Succeeded", "")), None);
+        assert_eq!(
+            succeeded_result_message(&pod("Succeeded", "done\n[1,2]\n")),
+            None
+        );
+    }
 }

@@ -589,7 +589,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     let latest = pods.iter().max_by_key(|p| p.creation_timestamp());
     if js.succeeded.unwrap_or(0) > 0 {
         let logs = match latest {
-            Some(p) => kubeapi::log_tail(&ctx.client, &ns, &p.name_any())
+            Some(p) => kubeapi::job_output(&ctx.client, &ns, p)
                 .await
                 .unwrap_or_default(),
             None => String::new(),

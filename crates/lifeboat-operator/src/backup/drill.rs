@@ -270,7 +270,7 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
     let succeeded = js.succeeded.unwrap_or(0) > 0;
     let line = if succeeded {
         match latest {
-            Some(p) => kubeapi::log_tail(&ctx.client, &ns, &p.name_any())
+            Some(p) => kubeapi::job_output(&ctx.client, &ns, p)
                 .await
                 .and_then(|logs| mover_output::last::<VerifyLine>(&logs)),
             None => None,

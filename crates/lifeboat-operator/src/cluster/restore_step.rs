@@ -131,7 +131,7 @@ async fn observe_job(
     if let Some(p) = latest {
         let pname = p.name_any();
         if obs.succeeded || obs.failed.is_some() {
-            obs.output = kubeapi::log_tail(&ctx.client, ns, &pname).await;
+            obs.output = kubeapi::job_output(&ctx.client, ns, p).await;
         } else if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
             obs.progress = kubeapi::log_tail(&ctx.client, ns, &pname)
                 .await
