@@ -12,6 +12,9 @@
 //! sentinel that monitors every replicated Cluster's master under its name. So the operator runs
 //! its production code end to end; no data is served, and none is the subject here.
 //!
+//! Some of the Clusters have volumes and are backed up, and new Clusters restore those Backups;
+//! their Jobs' results are written by the bench (`bench_scale_data.rs`).
+//!
 //! Measured, in one run: the time from creating all Clusters to all `Running`; the operator's
 //! peak and steady RSS (from `/proc`, leader process); reconcile latency p50 and p99 (from its
 //! histogram, over creation and over the steady state); API requests and writes per minute at

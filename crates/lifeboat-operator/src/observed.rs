@@ -9,7 +9,10 @@
 //! What is cached, and why each read may come from a cache:
 //! - **Pods** (labelled `app.kubernetes.io/managed-by=lifeboat`), trimmed to what role
 //!   observation reads: labels, owners, UID and pod IP. A role label is patched with the pod's
-//!   UID as a precondition, so a stale pod is never labelled for its successor.
+//!   UID as a precondition, so a stale pod is never labelled for its successor. And the restore
+//!   gate's condition, which a restored Cluster checks on every pass to open it on a pod created
+//!   since: a stale pod only delays that opening to a later pass, and opening it twice changes
+//!   nothing.
 //! - **StatefulSets** (same label), without their pod template. A miss is read from the API
 //!   server: a StatefulSet the cache has not seen yet is not taken as absent.
 //! - **Restores**, for Clusters that ask for no restore (the restored Cluster's gate is kept).
@@ -184,13 +187,21 @@ impl Observed {
 }
 
 /// Keeps what the Cluster pass reads of a pod: the managed fields and the spec are most of its
-/// size, and a thousand Clusters have several thousand pods.
+/// size, and a thousand Clusters have several thousand pods. Of its conditions, only the restore
+/// gate's, which a restored Cluster's every pass checks on each data pod.
 pub fn trim_pod(p: &mut Pod) {
     trim_meta(p);
     p.spec = None;
-    let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+    let status = p.status.take().unwrap_or_default();
+    let gate: Vec<_> = status
+        .conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == labels::READINESS_GATE_RESTORE_VERIFIED)
+        .collect();
     p.status = Some(PodStatus {
-        pod_ip: ip,
+        pod_ip: status.pod_ip,
+        conditions: (!gate.is_empty()).then_some(gate),
         ..Default::default()
     });
 }
@@ -310,6 +321,11 @@ mod tests {
         };
         trim_pod(&mut p);
         assert_eq!(p.metadata.managed_fields, None);
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            None,
+            "no condition is kept but the restore gate's"
+        );
         assert_eq!(p.spec, None);
         assert_eq!(
             p.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
@@ -321,6 +337,36 @@ mod tests {
             Some("primary")
         );
         assert!(crate::cluster::is_workload_pod(&p));
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_the_restore_gate_and_no_other_condition() {
+        use k8s_openapi::api::core::v1::PodCondition;
+        let cond = |t: &str| PodCondition {
+            type_: t.into(),
+            status: "True".into(),
+            ..Default::default()
+        };
+        let mut p = Pod {
+            metadata: meta(),
+            spec: None,
+            status: Some(PodStatus {
+                conditions: Some(vec![
+                    cond("Ready"),
+                    cond(labels::READINESS_GATE_RESTORE_VERIFIED),
+                    cond("ContainersReady"),
+                ]),
+                ..Default::default()
+            }),
+        };
+        trim_pod(&mut p);
+        let kept: Vec<&str> = p
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(kept, [labels::READINESS_GATE_RESTORE_VERIFIED]);
     }
 
     #[test]

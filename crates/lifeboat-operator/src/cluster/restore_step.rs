@@ -588,7 +588,8 @@ pub async fn keep_gates_open(
     }
     let name = cluster.name_any();
     let ns = cluster.namespace().unwrap_or_default();
-    let pods = super::component_pods(ctx, &ns, &name, &comp.spec.name).await?;
+    // From the watch cache: a restored Cluster passes here every few seconds for good.
+    let pods = crate::observed::workload_pods(ctx, &ns, &name, &comp.spec.name).await?;
     open_gates(ctx, &ns, &pods).await
 }
 

@@ -106,6 +106,25 @@ pub fn in_use(
     restores: &[Restore],
     jobs: &[Job],
 ) -> Option<String> {
+    if let Some(why) = backups_use(repo, backups) {
+        return Some(why);
+    }
+    if let Some(r) = restores.iter().find(|r| {
+        !matches!(
+            r.status.as_ref().and_then(|s| s.phase),
+            Some(RestorePhase::Completed | RestorePhase::Failed)
+        )
+    }) {
+        return Some(format!("Restore {} is under way", r.name_any()));
+    }
+    jobs.iter()
+        .find(|j| job_uses(j, repo))
+        .map(|j| format!("Job {} reads it", j.name_any()))
+}
+
+/// Why the Backups of a namespace keep it using `repo`: one is stored there, or has not chosen
+/// its repo yet.
+pub fn backups_use(repo: &str, backups: &[Backup]) -> Option<String> {
     for b in backups {
         let st = b.status.as_ref();
         match st.and_then(|s| s.backup_repo_name.as_deref()) {
@@ -124,17 +143,7 @@ pub fn in_use(
             }
         }
     }
-    if let Some(r) = restores.iter().find(|r| {
-        !matches!(
-            r.status.as_ref().and_then(|s| s.phase),
-            Some(RestorePhase::Completed | RestorePhase::Failed)
-        )
-    }) {
-        return Some(format!("Restore {} is under way", r.name_any()));
-    }
-    jobs.iter()
-        .find(|j| job_uses(j, repo))
-        .map(|j| format!("Job {} reads it", j.name_any()))
+    None
 }
 
 /// The labels and annotation every copy of `repo` carries.
@@ -279,6 +288,12 @@ pub async fn sweep(ctx: &Context, repo: &BackupRepo) -> Result<()> {
     let delete_volumes = repo.spec.pv_reclaim_policy == PvReclaimPolicy::Delete;
     for ns in namespaces {
         let backups: Vec<Backup> = kubeapi::list(&ctx.client, &ns, "").await?;
+        // Most namespaces keep a Backup in the repo: one list says so, and the sweep, which runs
+        // on every probe, reads nothing more there.
+        if let Some(why) = backups_use(&name, &backups) {
+            tracing::debug!(repo = %name, namespace = %ns, why, "repo still in use");
+            continue;
+        }
         let restores: Vec<Restore> = kubeapi::list(&ctx.client, &ns, "").await?;
         let jobs: Vec<Job> = kubeapi::list(
             &ctx.client,
