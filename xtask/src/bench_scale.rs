@@ -236,7 +236,7 @@ fn clean() -> Result<()> {
     ])?;
     let names: Vec<&str> = ns.split_whitespace().collect();
     if !names.is_empty() {
-        eprintln!("deleting {} namespaces of an earlier run", names.len());
+        eprintln!("deleting {} bench namespaces", names.len());
         let mut args = vec!["delete", "ns", "--wait=true", "--timeout=900s"];
         args.extend(names.iter().copied());
         kubectl(&args)?;
