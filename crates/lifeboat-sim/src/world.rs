@@ -300,7 +300,7 @@ fn termination_message(job: &str, out: &str) -> Option<String> {
                 .is_ok_and(|v| v.is_object() && v.get("progress").is_none())
         })
         .collect();
-    (job.len() % 2 == 0 && !results.is_empty()).then(|| results.join("\n") + "\n")
+    (job.len().is_multiple_of(2) && !results.is_empty()).then(|| results.join("\n") + "\n")
 }
 
 /// Ends a Job that is still running. False when there is no such Job, or it already ended.
