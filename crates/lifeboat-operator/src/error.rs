@@ -40,6 +40,13 @@ impl Error {
         }
     }
 
+    /// Whether the API server refused a write because the object's namespace is being deleted:
+    /// the Cluster goes with it, so the pass is not a failure worth a warning.
+    pub fn namespace_terminating(&self) -> bool {
+        matches!(self, Error::Kube { source: kube::Error::Api(s), .. }
+            if s.code == 403 && s.message.contains("because it is being terminated"))
+    }
+
     /// Wraps a kube error with what was being done to which object.
     pub fn kube(verb: &'static str, object: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let object = object.into();
@@ -53,3 +60,28 @@ impl Error {
 
 /// The operator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> Error {
+        Error::Kube {
+            verb: "applying",
+            object: "ConfigMap/c-redis-config in namespace ns".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure(message, "Forbidden")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_write_refused_in_a_namespace_being_deleted_is_told_apart() {
+        let gone = "configmaps \"c-redis-config\" is forbidden: unable to create new content in namespace ns because it is being terminated";
+        assert!(api(403, gone).namespace_terminating());
+        assert!(!api(403, "configmaps is forbidden: User cannot create").namespace_terminating());
+        assert!(!api(409, gone).namespace_terminating());
+    }
+}

@@ -155,7 +155,12 @@ async fn reconcile_guarded(
 fn error_policy(obj: Arc<DeserializeGuard<Cluster>>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.failure(CONTROLLER, err.metric_label());
     let name = obj.0.as_ref().map(|c| c.name_any()).unwrap_or_default();
-    tracing::warn!(cluster = %name, error = %err, "cluster reconcile failed; retrying");
+    if err.namespace_terminating() {
+        // Every object the pass re-applies is refused until the Cluster's own deletion starts.
+        tracing::info!(cluster = %name, error = %err, "the Cluster's namespace is being deleted; waiting for the Cluster's deletion");
+    } else {
+        tracing::warn!(cluster = %name, error = %err, "cluster reconcile failed; retrying");
+    }
     Action::requeue(Duration::from_secs(5))
 }
 
