@@ -22,10 +22,15 @@ pub enum Mutation {
     CompleteUncheckedBackup,
     /// Release a deleted Backup at once, its backup Job still running.
     ReleaseWhileJobRuns,
+    /// End a restore or backup as soon as the scheduler says a claim is not found, without
+    /// asking the API server.
+    TrustCachedClaimLoss,
+    /// Fail a Backup whose pod is stuck for good without suspending its Job first.
+    FailWithoutSuspending,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::OpenGatesBeforeVerify,
         Mutation::SkipUidCheck,
         Mutation::CompleteWithoutResult,
@@ -33,6 +38,8 @@ impl Mutation {
         Mutation::BackupIgnoresRestore,
         Mutation::CompleteUncheckedBackup,
         Mutation::ReleaseWhileJobRuns,
+        Mutation::TrustCachedClaimLoss,
+        Mutation::FailWithoutSuspending,
     ];
 }
 

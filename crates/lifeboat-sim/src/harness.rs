@@ -330,7 +330,12 @@ impl Sim {
         let done = self
             .server
             .with_store(|s| world::finish_job(s, NS, job, &end));
-        if done && !matches!(end, JobEnd::Unschedulable) {
+        if done
+            && !matches!(
+                end,
+                JobEnd::Unschedulable | JobEnd::ClaimNotSeen | JobEnd::ImageMissing
+            )
+        {
             self.mem.job_matched.insert(uid.to_owned(), matched);
             if let Some(name) = checked {
                 self.mem.backup_printed.insert(uid.to_owned(), name);
@@ -345,6 +350,8 @@ impl Sim {
             JobEnd::Succeed(_) => "succeeds",
             JobEnd::Fail(_) => "fails",
             JobEnd::Unschedulable => "cannot be scheduled",
+            JobEnd::ClaimNotSeen => "is told its claim is not found by a lagging scheduler",
+            JobEnd::ImageMissing => "cannot start: its image is not on the node",
         };
         self.trace.push(format!("job {job} {what}"));
     }
@@ -377,7 +384,9 @@ impl Sim {
             // Exits 0 having printed no result line: a mover that died quietly.
             (_, _, 70..=79) if verify || backup => JobEnd::Succeed(NO_RESULT.into()),
             (_, _, 80..=89) => JobEnd::Fail("mover: the repo did not answer".into()),
-            (_, _, 90..) => JobEnd::Unschedulable,
+            (_, _, 90..=93) => JobEnd::Unschedulable,
+            (_, _, 94..=96) => JobEnd::ClaimNotSeen,
+            (_, _, 97..) => JobEnd::ImageMissing,
             _ => Self::good_end(&job, &owner),
         };
         self.end_job(&job, &uid, end);
@@ -480,8 +489,12 @@ impl Sim {
         self.trace.push(what.into());
     }
 
+    /// A data volume, or (one time in three) the repo's volume under the Backups.
     fn delete_some_volume(&mut self) {
-        let claim = naming::data_pvc(CLUSTER, COMPONENT, self.rng.i32(0..2));
+        let claim = match self.rng.i32(0..3) {
+            2 => naming::repo_pvc("repo"),
+            i => naming::data_pvc(CLUSTER, COMPONENT, i),
+        };
         let r = self
             .server
             .with_store(|s| s.delete(&key("v1", "persistentvolumeclaims", NS, &claim)));

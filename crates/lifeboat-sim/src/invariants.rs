@@ -34,6 +34,8 @@ pub struct Memory {
     pub backup_completed: BTreeSet<String>,
     /// Backup Jobs already judged when they first appeared, by UID.
     pub backup_jobs: BTreeSet<String>,
+    /// Backups and Restores already judged when they were first seen Failed, by UID.
+    pub failures: BTreeSet<String>,
 }
 
 /// Checks every invariant; the first one broken, described with what was observed.
@@ -163,6 +165,7 @@ pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
         }
     }
     check_backups(store, ns, mem, &jobs)?;
+    check_failures(store, ns, mem, &jobs)?;
     // 2. At most one prepare Job per volume.
     let mut per_claim: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for j in &jobs {
@@ -287,6 +290,90 @@ fn check_backups(store: &Store, ns: &str, mem: &mut Memory, jobs: &[&Value]) -> 
                 return Err(format!(
                     "backup Job {job} started while Cluster {} (uid {uid}) has no verified restore: it would capture a partial dataset",
                     s(c, "/metadata/name").unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The claim a failure reason says is not found (`persistentvolumeclaim "name" not found`).
+fn claim_not_found(reason: &str) -> Option<&str> {
+    let (_, rest) = reason.split_once("persistentvolumeclaim \"")?;
+    let (claim, after) = rest.split_once('"')?;
+    after.trim_start().starts_with("not found").then_some(claim)
+}
+
+/// 9. A Backup or Restore never fails before its deadline saying a claim is not found while the
+///    API server holds that claim: the scheduler said so from a cache that had not seen it yet.
+/// 10. A Backup fails only once its backup Job can no longer write: finished, or suspended.
+fn check_failures(
+    store: &Store,
+    ns: &str,
+    mem: &mut Memory,
+    jobs: &[&Value],
+) -> Result<(), String> {
+    let claims: BTreeSet<String> = store
+        .list("v1", "persistentvolumeclaims", Some(ns))
+        .into_iter()
+        .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|c| s(c, "/metadata/name").map(str::to_owned))
+        .collect();
+    let failed = |kind: &str, v: &Value| -> Option<(String, String, String)> {
+        if s(v, "/status/phase") != Some("Failed") {
+            return None;
+        }
+        let reason = if kind == "Backup" {
+            s(v, "/status/failureReason").unwrap_or_default().to_owned()
+        } else {
+            v.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| s(c, "/message"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        Some((
+            s(v, "/metadata/uid")?.to_owned(),
+            s(v, "/metadata/name").unwrap_or_default().to_owned(),
+            reason,
+        ))
+    };
+    for (kind, plural) in [("Backup", "backups"), ("Restore", "restores")] {
+        for v in store.list("dataprotection.kubeblocks.io/v1alpha1", plural, Some(ns)) {
+            let Some((uid, name, reason)) = failed(kind, v) else {
+                continue;
+            };
+            if !mem.failures.insert(uid.clone()) {
+                continue;
+            }
+            // At a deadline the scheduler's last word is quoted, whatever it says: the failure is
+            // the deadline's.
+            if let Some(claim) = claim_not_found(&reason)
+                && claims.contains(claim)
+                && !reason.contains("deadline")
+            {
+                return Err(format!(
+                    "{kind} {name} failed saying claim {claim} is not found, while the API server holds it: {reason}"
+                ));
+            }
+            if kind != "Backup" {
+                continue;
+            }
+            let writing = jobs.iter().find(|j| {
+                owner_uids(j).contains(&uid)
+                    && j.pointer("/spec/template/spec/containers/0/command/1")
+                        .and_then(Value::as_str)
+                        == Some("backup")
+                    && j.pointer("/status/succeeded").is_none()
+                    && j.pointer("/status/conditions").is_none()
+                    && j.pointer("/spec/suspend") != Some(&Value::Bool(true))
+            });
+            if let Some(j) = writing {
+                return Err(format!(
+                    "Backup {name} failed while its Job {} still runs unsuspended: it could write a whole backup under a Backup that says Failed ({reason})",
+                    s(j, "/metadata/name").unwrap_or_default()
                 ));
             }
         }

@@ -286,6 +286,11 @@ pub enum JobEnd {
     Fail(String),
     /// Its pod cannot be scheduled.
     Unschedulable,
+    /// The scheduler says its pod's claim is not found, from a cache that has not seen the claim
+    /// yet; the claim exists. A pod without a claim is unschedulable instead.
+    ClaimNotSeen,
+    /// Its pod's image is not on the node and may not be pulled: it never starts.
+    ImageMissing,
 }
 
 /// The termination message of a Job that succeeded printing `out`: its result lines, as the mover
@@ -336,9 +341,31 @@ pub fn finish_job(store: &mut Store, ns: &str, job: &str, end: &JobEnd) -> bool 
                 .logs
                 .insert((ns.into(), format!("{job}-0")), out.clone());
         }
-        JobEnd::Unschedulable => {
+        JobEnd::ImageMissing => {
+            p["status"] = json!({"phase": "Pending", "containerStatuses": [{"name": "mover", "ready": false, "restartCount": 0,
+                "image": "localhost/lifeboat/mover:0.1.0", "imageID": "",
+                "state": {"waiting": {"reason": "ErrImageNeverPull",
+                    "message": "Container image \"localhost/lifeboat/mover:0.1.0\" is not present with pull policy of Never"}}}]});
+            store.put(&pk, p);
+            return true;
+        }
+        JobEnd::Unschedulable | JobEnd::ClaimNotSeen => {
+            let claim = p
+                .pointer("/spec/volumes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find_map(|v| v.pointer("/persistentVolumeClaim/claimName")?.as_str())
+                .filter(|_| *end == JobEnd::ClaimNotSeen)
+                .map(str::to_owned);
+            let message = match claim {
+                Some(c) => format!(
+                    "0/1 nodes are available: persistentvolumeclaim \"{c}\" not found. not found"
+                ),
+                None => "0/1 nodes are available: 1 Insufficient memory.".into(),
+            };
             p["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                "reason": "Unschedulable", "message": "0/1 nodes are available: 1 Insufficient memory.", "lastTransitionTime": now}]});
+                "reason": "Unschedulable", "message": message, "lastTransitionTime": now}]});
             store.put(&pk, p);
             return true;
         }

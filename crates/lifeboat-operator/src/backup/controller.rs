@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::mover_output::{self, BackupLine};
 use crate::ownership::controlled_by;
-use crate::restore::diagnose;
+use crate::restore::{confirm, diagnose};
 use crate::telemetry;
 use crate::{duration, kubeapi, naming, repo};
 
@@ -107,6 +107,16 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason)
         .await;
     Ok(Action::await_change())
+}
+
+/// Suspends a Backup's Job: its pods are stopped, and none starts again.
+async fn suspend(ctx: &Context, ns: &str, job_name: &str) -> Result<()> {
+    let patch = serde_json::json!({"spec": {"suspend": true}});
+    Api::<Job>::namespaced(ctx.client.clone(), ns)
+        .patch(job_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube("suspending", format!("Job {ns}/{job_name}")))?;
+    Ok(())
 }
 
 /// The name of a Backup's data inside its repo: unique even when a Backup is recreated under the
@@ -694,8 +704,18 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         )
         .await;
     }
-    let stuck = latest.and_then(|p| diagnose::diagnose(p, &[]));
+    let stuck = confirm::confirmed(
+        &ctx.client,
+        &ns,
+        latest.and_then(|p| diagnose::diagnose(p, &[])),
+    )
+    .await?;
     if let Some(s) = stuck.as_ref().filter(|s| s.terminal) {
+        // Stopped first, so that its pod cannot start later and write into the repo under a
+        // Backup that already says Failed.
+        if !crate::mutation::active(crate::mutation::Mutation::FailWithoutSuspending) {
+            suspend(ctx, &ns, &job_name).await?;
+        }
         return fail(ctx, b, st, format!("Job/{job_name}: {}", s.message)).await;
     }
     let deadline = deadline_of(b, ctx.config.backup_deadline).unwrap_or(ctx.config.backup_deadline);
@@ -717,11 +737,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         };
         // Suspended, so that a pod still pending cannot start later and write into the repo
         // under a Backup that already says Failed.
-        let patch = serde_json::json!({"spec": {"suspend": true}});
-        Api::<Job>::namespaced(ctx.client.clone(), &ns)
-            .patch(&job_name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(Error::kube("suspending", format!("Job {ns}/{job_name}")))?;
+        suspend(ctx, &ns, &job_name).await?;
         return fail(
             ctx,
             b,

@@ -25,7 +25,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::mover_output::{self, VerifyLine};
 use crate::repo::access::RepoAccess;
-use crate::restore::diagnose;
+use crate::restore::{confirm, diagnose};
 use crate::{kubeapi, naming};
 
 /// The Backup condition a drill sets.
@@ -291,10 +291,14 @@ pub async fn step(b: &Backup, ctx: &Context) -> Result<Option<Action>> {
                 kubeapi::termination_message(latest).trim()
             )
         });
-    let stuck = latest
-        .and_then(|p| diagnose::diagnose(p, &[]))
-        .filter(|s| s.terminal)
-        .map(|s| s.message);
+    let stuck = confirm::confirmed(
+        &ctx.client,
+        &ns,
+        latest.and_then(|p| diagnose::diagnose(p, &[])),
+    )
+    .await?
+    .filter(|s| s.terminal)
+    .map(|s| s.message);
     match judge(&job_name, succeeded, failed, stuck, line.as_ref()) {
         Judgement::Running => Ok(Some(Action::requeue(Duration::from_secs(5)))),
         done => {

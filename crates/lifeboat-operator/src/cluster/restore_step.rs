@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 use crate::restore::diagnose::{self, PodEvent};
 use crate::restore::intent::{ComponentRestore, IntentSource, RESTORE_DONE};
 use crate::restore::plan::{self, Input, JobObs, PodObs, PvcObs, Stage};
-use crate::restore::{jobs, leftovers, preconditions};
+use crate::restore::{confirm, jobs, leftovers, preconditions};
 use crate::{kubeapi, naming, repo};
 
 /// What a restore step decided for the Cluster.
@@ -140,7 +140,7 @@ async fn observe_job(
         }
         if !obs.succeeded {
             let events = pod_events(ctx, ns, &pname).await;
-            obs.stuck = diagnose::diagnose(p, &events);
+            obs.stuck = confirm::confirmed(&ctx.client, ns, diagnose::diagnose(p, &events)).await?;
         }
     }
     Ok(Some(obs))
@@ -295,7 +295,8 @@ pub async fn step(
         let stuck = if ready {
             None
         } else {
-            diagnose::diagnose(p, &pod_events(ctx, &ns, &p.name_any()).await)
+            let events = pod_events(ctx, &ns, &p.name_any()).await;
+            confirm::confirmed(&ctx.client, &ns, diagnose::diagnose(p, &events)).await?
         };
         pods.push(PodObs {
             name: p.name_any(),

@@ -8,12 +8,17 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
 /// A reason a pod is stuck.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stuck {
     /// Whether waiting longer cannot help.
     pub terminal: bool,
     /// What is wrong, naming the pod and quoting the scheduler or kubelet.
     pub message: String,
+    /// The claims a judgment that a volume is gone rests on. The scheduler and the kubelet judge
+    /// from caches, which may not have seen a claim created a moment before the pod (a repo's
+    /// volume made for its first Backup in a namespace): such a judgment is terminal only once
+    /// the API server confirms it ([`settle`]).
+    pub claims: Vec<String>,
 }
 
 /// An event about the pod: its reason and message.
@@ -36,6 +41,62 @@ fn volume_gone(msg: &str) -> bool {
         || msg.contains("is being deleted")
 }
 
+/// The claims a judgment rests on: those the message quotes (`persistentvolumeclaim "name"`,
+/// `PersistentVolumeClaim "namespace/name"`), else every claim the pod mounts. The quoted ones
+/// first, so that a pod whose message blames a claim that exists is not failed for another claim
+/// of it under a message that names the wrong one.
+fn claims(pod: &Pod, msg: &str) -> Vec<String> {
+    let lower = msg.to_ascii_lowercase();
+    let quoted: Vec<String> = lower
+        .match_indices("persistentvolumeclaim \"")
+        .filter_map(|(at, key)| {
+            let rest = msg.get(at + key.len()..)?;
+            let quoted = &rest[..rest.find('"')?];
+            Some(quoted.rsplit('/').next().unwrap_or(quoted).to_owned())
+        })
+        .collect();
+    if !quoted.is_empty() {
+        return quoted;
+    }
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| Some(v.persistent_volume_claim.as_ref()?.claim_name.clone()))
+        .collect()
+}
+
+/// A pod stuck for `msg`: terminal if it says a volume is gone, resting on the pod's claims.
+fn stuck_on(pod: &Pod, msg: &str, message: String) -> Stuck {
+    let terminal = volume_gone(msg);
+    Stuck {
+        terminal,
+        message,
+        claims: if terminal {
+            claims(pod, msg)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The judgment once the API server has said which of `stuck.claims` are absent or being deleted
+/// (`gone`). A volume said to be gone while every claim exists was judged from a cache that has
+/// not caught up: the pod is left to the stage's deadline instead.
+pub fn settle(stuck: Stuck, gone: &[String]) -> Stuck {
+    if !stuck.terminal || stuck.claims.is_empty() || !gone.is_empty() {
+        return stuck;
+    }
+    Stuck {
+        terminal: false,
+        message: format!(
+            "{} (claim {} exists, so this was judged from a cache that had not seen it yet)",
+            stuck.message,
+            stuck.claims.join(", ")
+        ),
+        claims: Vec::new(),
+    }
+}
+
 /// Explains why a Job that has no pod is stuck, from the Job's own events: the Job controller
 /// records `FailedCreate` when admission, a ResourceQuota or a LimitRange refuses its pod. Not
 /// terminal (the quota may be raised), but the stage's failure at its deadline quotes it instead
@@ -48,6 +109,7 @@ pub fn job_without_pod(job: &str, events: &[PodEvent]) -> Option<Stuck> {
         .map(|e| Stuck {
             terminal: false,
             message: format!("Job {job} cannot create its pod: {}", e.message),
+            claims: Vec::new(),
         })
 }
 
@@ -75,6 +137,7 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
                          ({reason}: {msg})",
                         cs.name, cs.image
                     ),
+                    claims: Vec::new(),
                 });
             }
             if reason == "CreateContainerConfigError" {
@@ -84,25 +147,28 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
                         "pod {name}: container {} cannot start ({reason}: {msg})",
                         cs.name
                     ),
+                    claims: Vec::new(),
                 });
             }
             if reason == "CrashLoopBackOff" {
                 return Some(Stuck {
                     terminal: false,
                     message: format!("pod {name}: container {} keeps crashing ({msg})", cs.name),
+                    claims: Vec::new(),
                 });
             }
         }
     }
     for ev in events {
         if ev.reason == "FailedMount" && volume_gone(&ev.message) {
-            return Some(Stuck {
-                terminal: true,
-                message: format!(
+            return Some(stuck_on(
+                pod,
+                &ev.message,
+                format!(
                     "pod {name}: kubelet cannot mount its volume: {}",
                     ev.message
                 ),
-            });
+            ));
         }
     }
     let unscheduled = status
@@ -122,18 +188,20 @@ pub fn diagnose(pod: &Pod, events: &[PodEvent]) -> Option<Stuck> {
         } else {
             msg
         };
-        return Some(Stuck {
-            terminal: volume_gone(&msg),
-            message: format!("pod {name} cannot be scheduled: {msg}"),
-        });
+        return Some(stuck_on(
+            pod,
+            &msg,
+            format!("pod {name} cannot be scheduled: {msg}"),
+        ));
     }
     if let Some(ev) = events.iter().rev().find(|e| e.reason == "FailedScheduling")
         && status.phase.as_deref() == Some("Pending")
     {
-        return Some(Stuck {
-            terminal: volume_gone(&ev.message),
-            message: format!("pod {name} cannot be scheduled: {}", ev.message),
-        });
+        return Some(stuck_on(
+            pod,
+            &ev.message,
+            format!("pod {name} cannot be scheduled: {}", ev.message),
+        ));
     }
     None
 }
@@ -179,6 +247,74 @@ mod tests {
             s.message
                 .contains("persistentvolumeclaim \"data-x-0\" not found")
         );
+        assert_eq!(s.claims, ["data-x-0"]);
+        // Confirmed by the API server: it stays terminal.
+        assert_eq!(settle(s.clone(), &["data-x-0".to_owned()]), s);
+    }
+
+    #[test]
+    fn a_claim_the_scheduler_has_not_seen_yet_is_waited_for() {
+        // A repo's volume created in the same second as the first Backup's pod: the scheduler's
+        // cache said "not found", and the API server has the claim.
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "bk-backup-x", "namespace": "demo"},
+            "spec": {"containers": [{"name": "backup"}], "volumes": [
+                {"name": "repo", "persistentVolumeClaim": {"claimName": "lifeboat-repo-r"}},
+                {"name": "tmp", "emptyDir": {}}
+            ]},
+            "status": {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: persistentvolumeclaim \"lifeboat-repo-r\" not found. not found"
+            }]}
+        }))
+        .expect("pod");
+        let s = diagnose(&p, &[]).expect("stuck");
+        assert!(s.terminal && s.claims == ["lifeboat-repo-r"], "{s:?}");
+        // A message that names no claim rests on every claim the pod mounts.
+        let mut unnamed = p.clone();
+        if let Some(c) = unnamed
+            .status
+            .as_mut()
+            .and_then(|st| st.conditions.as_mut())
+            .and_then(|cs| cs.first_mut())
+        {
+            c.message = Some("PVC is being deleted".into());
+        }
+        let all = diagnose(&unnamed, &[]).expect("stuck");
+        assert!(all.terminal && all.claims == ["lifeboat-repo-r"], "{all:?}");
+        let waited = settle(s, &[]);
+        assert!(!waited.terminal, "{waited:?}");
+        assert!(
+            waited.message.contains("not found")
+                && waited.message.contains("claim lifeboat-repo-r exists"),
+            "{}",
+            waited.message
+        );
+    }
+
+    #[test]
+    fn the_claims_a_message_names_are_the_ones_confirmed() {
+        let p = pod(json!({"phase": "Pending"}));
+        let ev = PodEvent {
+            reason: "FailedMount".into(),
+            message: "Unable to attach or mount volumes: could not find v1.PersistentVolumeClaim \"demo/data-x-1\"".into(),
+        };
+        let s = diagnose(&p, &[ev]).expect("stuck");
+        assert!(s.terminal);
+        assert_eq!(s.claims, ["data-x-1"]);
+        // A judgment nothing can confirm, and one that is not terminal, are kept as they are.
+        let unnamed = Stuck {
+            terminal: true,
+            message: "gone".into(),
+            claims: Vec::new(),
+        };
+        assert_eq!(settle(unnamed.clone(), &[]), unnamed);
+        let waiting = Stuck {
+            terminal: false,
+            message: "waiting for a node".into(),
+            claims: Vec::new(),
+        };
+        assert_eq!(settle(waiting.clone(), &[]), waiting);
     }
 
     #[test]

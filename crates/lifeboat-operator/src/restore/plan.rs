@@ -1073,6 +1073,7 @@ mod tests {
         let stuck = Stuck {
             terminal: false,
             message: "pod x cannot be scheduled: 0/1 nodes are available".into(),
+            claims: Vec::new(),
         };
         let mut j = job(0, false);
         if let Some(j) = j.as_mut() {
