@@ -23,9 +23,8 @@ use crate::switchover;
 const DECIDE_EVERY: Duration = Duration::from_secs(2);
 /// How often a running server is observed.
 const OBSERVE_EVERY: Duration = Duration::from_secs(1);
-/// A primary corrects sentinels only after serving this long, so that it never interferes with a
-/// failover the sentinels are finishing.
-const SETTLED: Duration = Duration::from_secs(10);
+/// How often a primary asks the sentinels whom they monitor, to correct them.
+const CLAIM_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs the data pod until a stop is asked for (Ok) or the server dies (Err).
 pub async fn run(s: Settings) -> Result<()> {
@@ -228,10 +227,10 @@ async fn supervise(
     st: &mut State,
     aof_owed: &mut bool,
 ) -> Result<()> {
-    let mut asked_for_aof: Option<Instant> = None;
+    let mut owed = AofWrite::default();
     let mut con = None;
     let mut primary_since: Option<Instant> = None;
-    let mut last_claim = Instant::now();
+    let mut last_claim: Option<Instant> = None;
     let mut last_save = Instant::now();
     loop {
         tokio::time::sleep(OBSERVE_EVERY).await;
@@ -261,7 +260,7 @@ async fn supervise(
         };
         let in_sync = rep.is_master || (rep.link_up && !rep.syncing);
         let aof_wait = if *aof_owed {
-            match owe_aof(c, in_sync, &mut asked_for_aof).await {
+            match owe_aof(s, c, in_sync, &mut owed).await {
                 Ok(None) => {
                     *aof_owed = false;
                     tracing::info!("the AOF is written: the volume loads from it from now on");
@@ -295,10 +294,14 @@ async fn supervise(
         }
         if rep.is_master {
             let since = *primary_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= SETTLED && last_claim.elapsed() >= Duration::from_secs(5) {
-                last_claim = Instant::now();
-                let members = s.members()?;
-                switchover::correct_sentinels(s, &members, client).await;
+            let members = s.members()?;
+            let which =
+                switchover::which_to_correct(since.elapsed(), rep.replicas.len(), &members.data);
+            if let Some(which) = which
+                && last_claim.is_none_or(|t| t.elapsed() >= CLAIM_EVERY)
+            {
+                last_claim = Some(Instant::now());
+                switchover::correct_sentinels(s, &members, client, which).await;
             }
         } else {
             primary_since = None;
@@ -306,20 +309,48 @@ async fn supervise(
     }
 }
 
+/// The manager's side of the AOF a server started from its RDB owes.
+#[derive(Default)]
+struct AofWrite {
+    /// When the last request to write it went out.
+    asked: Option<Instant>,
+    /// LZF was turned off for the write and is turned on again once it is done.
+    lzf_off: bool,
+}
+
 /// One step of the AOF a server started from its RDB owes; `None` once it is written, otherwise
 /// why the pod is not ready yet.
 async fn owe_aof(
+    s: &Settings,
     c: &mut client::Conn,
     in_sync: bool,
-    asked: &mut Option<Instant>,
+    owed: &mut AofWrite,
 ) -> Result<Option<String>> {
     let info: String = c.run(redis::cmd("INFO").arg("persistence")).await?;
     let progress = boot::aof_progress(&info);
-    match boot::aof_step(&progress, in_sync, asked.map(|t| t.elapsed())) {
-        AofStep::Done => Ok(None),
+    match boot::aof_step(&progress, in_sync, owed.asked.map(|t| t.elapsed())) {
+        AofStep::Done => {
+            if owed.lzf_off {
+                // Before the pod may be ready: later saves and rewrites compress as configured.
+                let _: redis::Value = c
+                    .run(
+                        redis::cmd("CONFIG")
+                            .arg("SET")
+                            .arg("rdbcompression")
+                            .arg("yes"),
+                    )
+                    .await?;
+                owed.lzf_off = false;
+                tracing::info!("the AOF is written; LZF is on again");
+            }
+            Ok(None)
+        }
         AofStep::Wait { ask, reason } => {
             if let Some(ask) = ask {
-                *asked = Some(Instant::now());
+                owed.asked = Some(Instant::now());
+                if !owed.lzf_off {
+                    owed.lzf_off = lzf_off_for_the_write(s, c).await?;
+                }
                 let cmd = match ask {
                     AofAsk::TurnOn => {
                         let mut c = redis::cmd("CONFIG");
@@ -334,6 +365,48 @@ async fn owe_aof(
             Ok(Some(reason))
         }
     }
+}
+
+/// Turns LZF off for the AOF write where the configuration has it on and the volume has room
+/// for the larger file ([`boot::aof_without_lzf`]); true if it did.
+async fn lzf_off_for_the_write(s: &Settings, c: &mut client::Conn) -> Result<bool> {
+    let conf: Vec<String> = c
+        .run(redis::cmd("CONFIG").arg("GET").arg("rdbcompression"))
+        .await?;
+    if conf.get(1).is_none_or(|v| !v.eq_ignore_ascii_case("yes")) {
+        return Ok(false);
+    }
+    let memory: String = c.run(redis::cmd("INFO").arg("memory")).await?;
+    let used = client::info_field(&memory, "used_memory")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let vfs = nix::sys::statvfs::statvfs(&s.data_dir).map_err(|e| Error::Io {
+        what: format!("reading the free space of {}", s.data_dir.display()),
+        source: e.into(),
+    })?;
+    let free = vfs.blocks_available().saturating_mul(vfs.fragment_size());
+    if !boot::aof_without_lzf(free, used) {
+        tracing::info!(
+            free_bytes = free,
+            used_memory = used,
+            "writing the AOF with LZF: the volume has too little room for it uncompressed"
+        );
+        return Ok(false);
+    }
+    let _: redis::Value = c
+        .run(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("rdbcompression")
+                .arg("no"),
+        )
+        .await?;
+    tracing::info!(
+        free_bytes = free,
+        used_memory = used,
+        "writing the AOF without LZF, which is most of its cost"
+    );
+    Ok(true)
 }
 
 /// Updates the record from what the server says; saved at most once a second, and whenever the

@@ -17,6 +17,10 @@ const PAUSE_MS: u64 = 15_000;
 const CATCH_UP: Duration = Duration::from_secs(8);
 /// How long the sentinels get to name the new primary.
 const ELECT: Duration = Duration::from_secs(15);
+/// How long a failover refused for want of a good replica is asked again: a sentinel that learned
+/// the primary a moment ago counts a replica only once it has had the replica's own `INFO`,
+/// within about a second.
+const ASK_NO_GOOD_REPLICA: Duration = Duration::from_secs(3);
 
 /// Sentinel failover settings, set whenever Lifeboat tells a sentinel what to monitor.
 const SENTINEL_OPTIONS: [(&str, &str); 3] = [
@@ -53,25 +57,34 @@ pub async fn sentinel_failover(
 ) -> Result<String> {
     let mut asked = None;
     let mut refusals = Vec::new();
-    for h in &m.sentinels {
-        let Ok(mut c) = client::connect(h, s.sentinel_port, &s.password).await else {
-            refusals.push(format!("{h}: unreachable"));
-            continue;
-        };
-        let r: Result<String> = c
-            .run(redis::cmd("SENTINEL").arg("FAILOVER").arg(&m.master_name))
-            .await;
-        match r {
-            Ok(_) => {
-                asked = Some(h.clone());
-                break;
+    let ask_until = Instant::now() + ASK_NO_GOOD_REPLICA;
+    loop {
+        refusals.clear();
+        for h in &m.sentinels {
+            let Ok(mut c) = client::connect(h, s.sentinel_port, &s.password).await else {
+                refusals.push(format!("{h}: unreachable"));
+                continue;
+            };
+            let r: Result<String> = c
+                .run(redis::cmd("SENTINEL").arg("FAILOVER").arg(&m.master_name))
+                .await;
+            match r {
+                Ok(_) => {
+                    asked = Some(h.clone());
+                    break;
+                }
+                Err(e) if e.to_string().contains("INPROG") => {
+                    asked = Some(h.clone());
+                    break;
+                }
+                Err(e) => refusals.push(format!("{h}: {e}")),
             }
-            Err(e) if e.to_string().contains("INPROG") => {
-                asked = Some(h.clone());
-                break;
-            }
-            Err(e) => refusals.push(format!("{h}: {e}")),
         }
+        let no_good_replica = refusals.iter().any(|r| r.contains("NOGOODSLAVE"));
+        if asked.is_some() || !no_good_replica || Instant::now() > ask_until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     if asked.is_none() {
         return Err(Error::Timeout {
@@ -160,17 +173,54 @@ pub async fn hand_over(s: &Settings, m: &Members, me: &mut Conn) -> Result<Strin
     result
 }
 
-/// Makes every sentinel monitor this pod, the serving primary, when it knows no master or names a
-/// pod that reports it is not serving as primary (a pod that came back empty, or waits). A
-/// sentinel naming another serving primary, or a pod that does not answer, is left alone: that is
-/// a failover the sentinels run.
-pub async fn correct_sentinels(s: &Settings, m: &Members, http: &reqwest::Client) {
+/// A primary corrects sentinels that name another pod only after serving this long, so that it
+/// never interferes with a failover the sentinels are finishing.
+pub const SETTLED: Duration = Duration::from_secs(10);
+
+/// Which sentinels a serving primary corrects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Correct {
+    /// Those that know no master.
+    Unset,
+    /// Those too that name a pod which does not serve as primary.
+    UnsetAndStale,
+}
+
+/// Which sentinels a primary that has served for `serving_for`, with `replicas_online` replicas
+/// online, corrects now; `data` lists every data pod of the component, this one included.
+///
+/// A sentinel that knows no master runs no failover, so telling it cannot interfere with one;
+/// but told before the replicas are online, it lists none of them until its next `INFO` of the
+/// primary, 10 s later, and a planned stop in that window finds no replica to hand over to. Once
+/// every other data pod is an online replica, the sentinel's first `INFO` lists them all, so a
+/// new Cluster's sentinels learn its primary as soon as its replicas are in sync rather than
+/// [`SETTLED`] later.
+pub fn which_to_correct(
+    serving_for: Duration,
+    replicas_online: usize,
+    data: &[String],
+) -> Option<Correct> {
+    if serving_for >= SETTLED {
+        Some(Correct::UnsetAndStale)
+    } else if replicas_online >= data.len().saturating_sub(1) {
+        Some(Correct::Unset)
+    } else {
+        None
+    }
+}
+
+/// Makes every sentinel monitor this pod, the serving primary, when it knows no master or (with
+/// [`Correct::UnsetAndStale`]) names a pod that reports it is not serving as primary (a pod that
+/// came back empty, or waits). A sentinel naming another serving primary, or a pod that does not
+/// answer, is left alone: that is a failover the sentinels run.
+pub async fn correct_sentinels(s: &Settings, m: &Members, http: &reqwest::Client, which: Correct) {
     for h in &m.sentinels {
         let answer = client::sentinel_master(h, s.sentinel_port, &s.password, &m.master_name).await;
         let wrong = match &answer {
             SentinelAnswer::Unreachable => continue,
             SentinelAnswer::NoMaster => true,
             SentinelAnswer::Master(named) if *named == s.host => continue,
+            SentinelAnswer::Master(_) if which == Correct::Unset => continue,
             SentinelAnswer::Master(named) => {
                 match peers::fetch(http, named, s.manager_port).await {
                     Peer::Reported(r) => !matches!(
@@ -228,6 +278,31 @@ async fn monitor(s: &Settings, m: &Members, sentinel: &str, was: &SentinelAnswer
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_primary_tells_unset_sentinels_once_its_replicas_are_online_and_corrects_others_later() {
+        let data: Vec<String> = ["d-0", "d-1", "d-2"].map(String::from).into();
+        let now = Duration::ZERO;
+        assert_eq!(which_to_correct(now, 1, &data), None);
+        assert_eq!(which_to_correct(now, 2, &data), Some(Correct::Unset));
+        assert_eq!(
+            which_to_correct(SETTLED - Duration::from_millis(1), 2, &data),
+            Some(Correct::Unset)
+        );
+        assert_eq!(
+            which_to_correct(SETTLED, 0, &data),
+            Some(Correct::UnsetAndStale)
+        );
+        assert_eq!(
+            which_to_correct(SETTLED, 2, &data),
+            Some(Correct::UnsetAndStale)
+        );
+        // A component of one data pod has no replica to wait for.
+        assert_eq!(
+            which_to_correct(now, 0, &["d-0".to_owned()]),
+            Some(Correct::Unset)
+        );
+    }
 
     #[test]
     fn a_new_primary_needs_a_majority_naming_it() {

@@ -245,12 +245,45 @@ impl Member {
     }
 }
 
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            // The fourth field of `stat`, after the command in parentheses, is the parent.
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|st| {
+                    st.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
 impl Drop for Bed {
     fn drop(&mut self) {
         for m in self.data.iter_mut().chain(self.sentinels.iter_mut()) {
             if let Some(mut c) = m.child.take() {
+                // A manager killed outright leaves its server running, and one it started just
+                // before may not answer the SHUTDOWN below yet: kill those by process too.
+                let servers = children_of(c.id());
                 let _ = c.kill();
                 let _ = c.wait();
+                for pid in servers {
+                    let _ = Command::new("kill")
+                        .arg("-KILL")
+                        .arg(pid.to_string())
+                        .status();
+                }
             }
         }
         // A manager killed above leaves its server running: stop them by address.
@@ -785,6 +818,24 @@ fn a_restored_pair_resumes_replication_partially_and_is_ready_only_once_its_aof_
             info_field(&pers, "aof_rewrite_in_progress"),
             Some("0"),
             "{}: {pers}",
+            m.name
+        );
+        // Written without LZF, which is most of the write's cost, and LZF is on again for the
+        // saves and rewrites that follow.
+        let log = std::fs::read_to_string(m.root.join("log")).unwrap_or_default();
+        assert!(
+            log.contains("writing the AOF without LZF") && log.contains("LZF is on again"),
+            "{}: {}",
+            m.name,
+            m.log_tail()
+        );
+        assert_eq!(
+            redis_cmd(&m.ip, DATA_PORT, &["CONFIG", "GET", "rdbcompression"]),
+            Ok(redis::Value::Array(vec![
+                redis::Value::BulkString(b"rdbcompression".to_vec()),
+                redis::Value::BulkString(b"yes".to_vec()),
+            ])),
+            "{}",
             m.name
         );
         // The AOF is the server's own, not the restore's link to the RDB.
