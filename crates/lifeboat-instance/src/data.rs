@@ -294,14 +294,15 @@ async fn supervise(
         }
         if rep.is_master {
             let since = *primary_since.get_or_insert_with(Instant::now);
-            let members = s.members()?;
-            let which =
-                switchover::which_to_correct(since.elapsed(), rep.replicas.len(), &members.data);
-            if let Some(which) = which
-                && last_claim.is_none_or(|t| t.elapsed() >= CLAIM_EVERY)
-            {
-                last_claim = Some(Instant::now());
-                switchover::correct_sentinels(s, &members, client, which).await;
+            if last_claim.is_none_or(|t| t.elapsed() >= CLAIM_EVERY) {
+                let members = s.members()?;
+                let serving = since.elapsed();
+                if let Some(which) =
+                    switchover::which_to_correct(serving, rep.replicas.len(), &members.data)
+                {
+                    last_claim = Some(Instant::now());
+                    switchover::correct_sentinels(s, &members, client, which).await;
+                }
             }
         } else {
             primary_since = None;
