@@ -602,14 +602,41 @@ async fn restore_job_that_can_never_be_scheduled_fails_by_its_deadline() -> Resu
             took.as_secs_f64(),
             (bound - Duration::from_secs(60)).as_secs()
         );
-        // The failed Job is kept for its logs.
+        // The stuck Jobs are kept, for `kubectl describe`, but suspended: no pod of a failed
+        // restore waits for a node for good, or starts later if the storage class appears.
         let jobs: Api<Job> = ns.api();
-        ensure!(
-            jobs.get_opt("r-unsched-falkordb-prepare-0")
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+        for i in 0..2 {
+            let name = format!("r-unsched-falkordb-prepare-{i}");
+            let job = jobs
+                .get_opt(&name)
                 .await?
-                .is_some(),
-            "the stuck Job was removed"
-        );
+                .ok_or_else(|| anyhow::anyhow!("the stuck Job {name} was removed"))?;
+            ensure!(
+                job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
+                "the failed restore's Job {name} is not suspended: {:?}",
+                job.spec.and_then(|s| s.suspend)
+            );
+            poll(
+                &format!("the pods of suspended Job {name} to go"),
+                Duration::from_secs(60),
+                || async {
+                    let left: Vec<String> = pods
+                        .list(&ListParams::default().labels(&format!("job-name={name}")))
+                        .await?
+                        .items
+                        .iter()
+                        .map(|p| p.name_any())
+                        .collect();
+                    Ok(if left.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(format!("pods left: {left:?}"))
+                    })
+                },
+            )
+            .await?;
+        }
         watcher.finish().await
     })
     .await

@@ -239,6 +239,17 @@ pub fn containers_running(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
         })
 }
 
+/// Suspends a Job: the Job controller stops its pods and starts none again. The Job object stays,
+/// with its conditions and events, for `kubectl describe`.
+pub async fn suspend_job(client: &kube::Client, ns: &str, name: &str) -> Result<()> {
+    let patch = serde_json::json!({"spec": {"suspend": true}});
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube("suspending", format!("Job {ns}/{name}")))?;
+    Ok(())
+}
+
 /// Whether a Job has ended: succeeded, or with a `Failed` or `Complete` condition. An ended Job
 /// runs no pod that could still write.
 pub fn job_finished(job: &k8s_openapi::api::batch::v1::Job) -> bool {

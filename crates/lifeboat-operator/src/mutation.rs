@@ -27,10 +27,12 @@ pub enum Mutation {
     TrustCachedClaimLoss,
     /// Fail a Backup whose pod is stuck for good without suspending its Job first.
     FailWithoutSuspending,
+    /// Leave a failed restore's unfinished Jobs running (or pending for good).
+    FailWithoutStoppingJobs,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 10] = [
         Mutation::OpenGatesBeforeVerify,
         Mutation::SkipUidCheck,
         Mutation::CompleteWithoutResult,
@@ -40,6 +42,7 @@ impl Mutation {
         Mutation::ReleaseWhileJobRuns,
         Mutation::TrustCachedClaimLoss,
         Mutation::FailWithoutSuspending,
+        Mutation::FailWithoutStoppingJobs,
     ];
 }
 

@@ -268,6 +268,14 @@ impl Sim {
                 ""
             }
         ));
+        if r.is_ok() && !crashed && which == Controller::Cluster {
+            let after = self
+                .server
+                .with_store(|s| invariants::after_cluster_pass(s, NS));
+            if let Err(why) = after {
+                self.mem.after_pass.get_or_insert(why);
+            }
+        }
         if crashed {
             // A new process: nothing remembered but what the store holds.
             self.server.restart();

@@ -36,10 +36,16 @@ pub struct Memory {
     pub backup_jobs: BTreeSet<String>,
     /// Backups and Restores already judged when they were first seen Failed, by UID.
     pub failures: BTreeSet<String>,
+    /// What the last Cluster pass that ended without an error left broken (invariant 11),
+    /// reported by the next check.
+    pub after_pass: Option<String>,
 }
 
 /// Checks every invariant; the first one broken, described with what was observed.
 pub fn check(store: &Store, ns: &str, mem: &mut Memory) -> Result<(), String> {
+    if let Some(why) = mem.after_pass.take() {
+        return Err(why);
+    }
     let restores = store.list(
         "dataprotection.kubeblocks.io/v1alpha1",
         "restores",
@@ -366,9 +372,7 @@ fn check_failures(
                     && j.pointer("/spec/template/spec/containers/0/command/1")
                         .and_then(Value::as_str)
                         == Some("backup")
-                    && j.pointer("/status/succeeded").is_none()
-                    && j.pointer("/status/conditions").is_none()
-                    && j.pointer("/spec/suspend") != Some(&Value::Bool(true))
+                    && job_may_run(j)
             });
             if let Some(j) = writing {
                 return Err(format!(
@@ -376,6 +380,50 @@ fn check_failures(
                     s(j, "/metadata/name").unwrap_or_default()
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a Job may still run a pod: not succeeded, no condition (failed, or suspended by the
+/// Job controller) and not suspended.
+fn job_may_run(j: &Value) -> bool {
+    j.pointer("/status/succeeded").is_none()
+        && j.pointer("/status/conditions").is_none()
+        && j.pointer("/spec/suspend") != Some(&Value::Bool(true))
+}
+
+/// 11. After a Cluster pass that ended without an error, no Job of that Cluster's `Failed`
+///     Restore may still run: a pod left pending would wait for good, one left running would
+///     keep writing into the volumes of a Cluster that says `Failed`.
+pub fn after_cluster_pass(store: &Store, ns: &str) -> Result<(), String> {
+    let live: BTreeSet<&str> = store
+        .list("apps.kubeblocks.io/v1", "clusters", Some(ns))
+        .into_iter()
+        .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|c| s(c, "/metadata/uid"))
+        .collect();
+    let jobs = store.list("batch/v1", "jobs", Some(ns));
+    for r in store.list(
+        "dataprotection.kubeblocks.io/v1alpha1",
+        "restores",
+        Some(ns),
+    ) {
+        if s(r, "/status/phase") != Some("Failed")
+            || !owner_uids(r).iter().any(|o| live.contains(o.as_str()))
+        {
+            continue;
+        }
+        let uid = s(r, "/metadata/uid").unwrap_or_default();
+        if let Some(j) = jobs
+            .iter()
+            .find(|j| owner_uids(j).iter().any(|o| o == uid) && job_may_run(j))
+        {
+            return Err(format!(
+                "Restore {} is Failed, and after a whole Cluster pass its Job {} still runs unsuspended",
+                s(r, "/metadata/name").unwrap_or_default(),
+                s(j, "/metadata/name").unwrap_or_default()
+            ));
         }
     }
     Ok(())

@@ -241,7 +241,8 @@ pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
     }
 }
 
-/// The Job controller's first step: a pod for every Job that has none.
+/// The Job controller's first step: a pod for every Job that has none and has not ended, and none
+/// for a suspended one, whose pod it stops.
 pub fn job_pods(store: &mut Store, ns: &str) {
     let jobs: Vec<Value> = store
         .list("batch/v1", "jobs", Some(ns))
@@ -253,7 +254,21 @@ pub fn job_pods(store: &mut Store, ns: &str) {
             .unwrap_or_default()
             .to_owned();
         let k = key("v1", "pods", ns, &format!("{name}-0"));
-        if store.get(&k).is_some() || job.pointer("/status/succeeded").is_some() {
+        let ended = job.pointer("/status/succeeded").is_some()
+            || job.pointer("/status/conditions").is_some();
+        if job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+            // Suspended: its pod is stopped, and none starts again.
+            if !ended {
+                let _ = store.delete(&k);
+                let mut j = job.clone();
+                j["status"] = json!({"startTime": job.pointer("/status/startTime"), "active": 0,
+                    "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                        "message": "Job suspended", "lastTransitionTime": store.timestamp()}]});
+                store.put(&key("batch/v1", "jobs", ns, &name), j);
+            }
+            continue;
+        }
+        if store.get(&k).is_some() || ended {
             continue;
         }
         let mut spec = job

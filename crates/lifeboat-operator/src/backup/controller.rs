@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
@@ -107,16 +107,6 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason)
         .await;
     Ok(Action::await_change())
-}
-
-/// Suspends a Backup's Job: its pods are stopped, and none starts again.
-async fn suspend(ctx: &Context, ns: &str, job_name: &str) -> Result<()> {
-    let patch = serde_json::json!({"spec": {"suspend": true}});
-    Api::<Job>::namespaced(ctx.client.clone(), ns)
-        .patch(job_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube("suspending", format!("Job {ns}/{job_name}")))?;
-    Ok(())
 }
 
 /// The name of a Backup's data inside its repo: unique even when a Backup is recreated under the
@@ -714,7 +704,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         // Stopped first, so that its pod cannot start later and write into the repo under a
         // Backup that already says Failed.
         if !crate::mutation::active(crate::mutation::Mutation::FailWithoutSuspending) {
-            suspend(ctx, &ns, &job_name).await?;
+            kubeapi::suspend_job(&ctx.client, &ns, &job_name).await?;
         }
         return fail(ctx, b, st, format!("Job/{job_name}: {}", s.message)).await;
     }
@@ -737,7 +727,7 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
         };
         // Suspended, so that a pod still pending cannot start later and write into the repo
         // under a Backup that already says Failed.
-        suspend(ctx, &ns, &job_name).await?;
+        kubeapi::suspend_job(&ctx.client, &ns, &job_name).await?;
         return fail(
             ctx,
             b,

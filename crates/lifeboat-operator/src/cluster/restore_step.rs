@@ -96,6 +96,7 @@ async fn observe_job(
         started: st.start_time.clone(),
         finished: st.completion_time.clone(),
         succeeded: st.succeeded.unwrap_or(0) > 0,
+        suspended: job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
         ..Default::default()
     };
     let failed = st
@@ -360,6 +361,7 @@ pub async fn step(
 
     // Apply: create what the plan asks for. Names are deterministic, so a step repeated after a
     // crash finds what the previous one created.
+    let mut created: Vec<String> = Vec::new();
     if !p.create_pvcs.is_empty() || !p.create_prepare_jobs.is_empty() || p.create_verify_job {
         let repo_obj = repo_obj.as_ref().ok_or_else(|| Error::MissingField {
             object: format!("Backup {}/{}", req.backup_namespace, req.backup_name),
@@ -400,10 +402,14 @@ pub async fn step(
             if refusal.is_some() {
                 break;
             }
+            let job = jobs::prepare_data_job(&ji, *i);
             refusal = final_refusal(
-                kubeapi::create_if_absent(&ctx.client, &jobs::prepare_data_job(&ji, *i)).await,
+                kubeapi::create_if_absent(&ctx.client, &job).await,
                 Stage::PrepareData,
             )?;
+            if refusal.is_none() {
+                created.push(job.name_any());
+            }
         }
         if p.create_verify_job && refusal.is_none() {
             let secret = super::build::BuildInput {
@@ -432,6 +438,14 @@ pub async fn step(
     if plan::status_write_due(&stored, &p.status, &now) {
         write_restore_status(ctx, &restore_name, &ns, &p.status).await?;
         stored = p.status.clone();
+    }
+    // After the status, which records the failure first: a pass stopped in between suspends them
+    // on the next one, since a Failed restore keeps asking.
+    if !crate::mutation::active(crate::mutation::Mutation::FailWithoutStoppingJobs) {
+        for job in plan::jobs_to_suspend(&input, &p, &created) {
+            kubeapi::suspend_job(&ctx.client, &ns, &job).await?;
+            tracing::info!(job = %job, restore = %restore_name, "job of a failed restore suspended");
+        }
     }
     // Gates open only after the Restore says Completed: no reader may see a Ready pod while the
     // Restore still claims to be running. A failure here is retried, since a Completed Restore

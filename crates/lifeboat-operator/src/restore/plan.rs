@@ -55,6 +55,8 @@ pub struct JobObs {
     pub output: Option<String>,
     /// The newest progress line the mover printed, while the Job runs.
     pub progress: Option<crate::mover_output::Progress>,
+    /// Whether it is suspended (`spec.suspend`): its pods are stopped and none starts again.
+    pub suspended: bool,
 }
 
 /// A data PVC as observed.
@@ -267,6 +269,28 @@ fn action(name: &str, backup: &str, job: &JobObs, now: &Time) -> RestoreStatusAc
     }
 }
 
+/// The Jobs to suspend once a restore has failed: its Jobs that neither finished nor are
+/// suspended yet, observed this pass or created by it (`created`, before a later create was
+/// refused). A failed restore must not leave a pod pending for good, waiting for a node or an
+/// image, nor one still writing into the volumes of a Cluster that says `Failed`. Jobs that
+/// ended keep their pods, for their logs.
+pub fn jobs_to_suspend(input: &Input<'_>, p: &Plan, created: &[String]) -> Vec<String> {
+    if p.status.phase != Some(RestorePhase::Failed) {
+        return Vec::new();
+    }
+    let observed = input
+        .prepare_jobs
+        .iter()
+        .flatten()
+        .chain(input.verify_job.iter())
+        .filter(|j| !j.succeeded && j.failed.is_none() && !j.suspended)
+        .map(|j| j.name.clone());
+    let mut names: Vec<String> = observed.chain(created.iter().cloned()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The stages of a completed restore and how long each took, in seconds, from its conditions:
 /// validation (start to ValidationPassed), prepareData (to PrepareData) and postReady (to
 /// completion). A stage whose ends are not both recorded is left out.
@@ -349,7 +373,8 @@ pub fn plan(input: &Input<'_>) -> Plan {
             p.open_gates = true;
             return p;
         }
-        // Terminal: nothing more is created, and what exists is kept for its logs.
+        // Terminal: nothing more is created. Ended Jobs are kept for their logs, and unfinished
+        // ones are suspended by the step ([`jobs_to_suspend`]).
         Some(RestorePhase::Failed) | Some(RestorePhase::AsDataSource) => {
             p.workload_allowed = input.workload_exists;
             return p;
@@ -1096,6 +1121,49 @@ mod tests {
             msg.contains("within its deadline of 10m0s") && msg.contains("0/1 nodes"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_failed_restore_suspends_its_unfinished_jobs_and_keeps_the_ended_ones() {
+        let r = req(VolumeClaimRestorePolicy::Parallel);
+        let p1 = plan(&input(&r, 0));
+        let mut failed = job(0, false);
+        if let Some(j) = failed.as_mut() {
+            j.failed = Some("BackoffLimitExceeded: checksum mismatch".into());
+        }
+        let mut i = input(&r, 100);
+        i.replicas = 3;
+        i.pvcs = vec![pvc(0, true), pvc(1, true), pvc(2, true)];
+        i.prepare_jobs = vec![failed, job(1, false), job(2, true)];
+        let running = step(i.clone(), &p1);
+        assert_eq!(running.status.phase, Some(RestorePhase::Failed));
+        assert_eq!(
+            jobs_to_suspend(&i, &running, &[]),
+            vec!["fdb-falkordb-prepare-1".to_owned()],
+            "the Job still running is stopped; the failed and the finished ones keep their pods"
+        );
+        // On a later pass (the operator may have stopped between the status and the suspension)
+        // the terminal phase still asks for it, and a Job created by the failing pass is included.
+        let later = step(i.clone(), &running);
+        assert_eq!(
+            jobs_to_suspend(&i, &later, &["fdb-falkordb-prepare-3".to_owned()]),
+            vec![
+                "fdb-falkordb-prepare-1".to_owned(),
+                "fdb-falkordb-prepare-3".to_owned()
+            ]
+        );
+        // Once suspended, it is not asked again.
+        if let Some(j) = i.prepare_jobs[1].as_mut() {
+            j.suspended = true;
+        }
+        assert!(jobs_to_suspend(&i, &later, &[]).is_empty());
+        // A restore that has not failed stops nothing.
+        let mut ok = input(&r, 100);
+        ok.pvcs = vec![pvc(0, true), pvc(1, true)];
+        ok.prepare_jobs = vec![job(0, false), job(1, false)];
+        let fine = step(ok.clone(), &p1);
+        assert_eq!(fine.status.phase, Some(RestorePhase::Running));
+        assert!(jobs_to_suspend(&ok, &fine, &[]).is_empty());
     }
 
     #[test]
