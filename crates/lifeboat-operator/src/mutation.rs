@@ -25,7 +25,7 @@ pub enum Mutation {
     /// End a restore or backup as soon as the scheduler says a claim is not found, without
     /// asking the API server.
     TrustCachedClaimLoss,
-    /// Fail a Backup whose pod is stuck for good without suspending its Job first.
+    /// Fail a Backup without suspending its Job first.
     FailWithoutSuspending,
     /// Leave a failed restore's unfinished Jobs running (or pending for good).
     FailWithoutStoppingJobs,

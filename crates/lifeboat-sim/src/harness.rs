@@ -395,6 +395,9 @@ impl Sim {
             (_, _, 90..=93) => JobEnd::Unschedulable,
             (_, _, 94..=96) => JobEnd::ClaimNotSeen,
             (_, _, 97..) => JobEnd::ImageMissing,
+            // A backup Job's pod stuck for good is what fails a Backup before its deadline; it
+            // comes more often, so that a failure that leaves its Job running is met soon.
+            (_, true, 52..=59) => JobEnd::ImageMissing,
             _ => Self::good_end(&job, &owner),
         };
         self.end_job(&job, &uid, end);

@@ -93,7 +93,14 @@ pub(super) async fn write_status(ctx: &Context, b: &Backup, st: &BackupStatus) -
     kubeapi::apply_status::<Backup>(&ctx.client, &name, &ns, v).await
 }
 
+/// Ends the Backup `Failed`. Its own Job, if it may still run, is suspended first, whatever the
+/// failure: a pod pending for a node or an image could start later and write a whole backup into
+/// the repo under a Backup that already says Failed (and a Backup can fail with its Job running
+/// for reasons of its own, such as its policy deleted with its Cluster).
 async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -> Result<Action> {
+    if !crate::mutation::active(crate::mutation::Mutation::FailWithoutSuspending) {
+        stop_job(ctx, b).await?;
+    }
     st.phase = Some(BackupPhase::Failed);
     st.progress = None;
     st.failure_reason = Some(reason.clone());
@@ -107,6 +114,23 @@ async fn fail(ctx: &Context, b: &Backup, mut st: BackupStatus, reason: String) -
     ctx.event(b, EventType::Warning, "BackupFailed", "Backup", reason)
         .await;
     Ok(Action::await_change())
+}
+
+/// Suspends the Backup's Job unless it has ended, is suspended already, or is not this Backup's.
+async fn stop_job(ctx: &Context, b: &Backup) -> Result<()> {
+    let ns = b.namespace().unwrap_or_default();
+    let job_name = naming::backup_job(&b.name_any());
+    let Some(job) = kubeapi::get_opt::<Job>(&ctx.client, &ns, &job_name).await? else {
+        return Ok(());
+    };
+    let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    if suspended
+        || kubeapi::job_finished(&job)
+        || !controlled_by(job.meta(), &b.uid().unwrap_or_default())
+    {
+        return Ok(());
+    }
+    kubeapi::suspend_job(&ctx.client, &ns, &job_name).await
 }
 
 /// The name of a Backup's data inside its repo: unique even when a Backup is recreated under the
@@ -701,11 +725,6 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
     )
     .await?;
     if let Some(s) = stuck.as_ref().filter(|s| s.terminal) {
-        // Stopped first, so that its pod cannot start later and write into the repo under a
-        // Backup that already says Failed.
-        if !crate::mutation::active(crate::mutation::Mutation::FailWithoutSuspending) {
-            kubeapi::suspend_job(&ctx.client, &ns, &job_name).await?;
-        }
         return fail(ctx, b, st, format!("Job/{job_name}: {}", s.message)).await;
     }
     let deadline = deadline_of(b, ctx.config.backup_deadline).unwrap_or(ctx.config.backup_deadline);
@@ -725,9 +744,6 @@ async fn observe(b: &Backup, ctx: &Context, mut st: BackupStatus) -> Result<Acti
             ),
             (None, None) => "the Job created no pod".into(),
         };
-        // Suspended, so that a pod still pending cannot start later and write into the repo
-        // under a Backup that already says Failed.
-        kubeapi::suspend_job(&ctx.client, &ns, &job_name).await?;
         return fail(
             ctx,
             b,
