@@ -298,10 +298,7 @@ impl Sim {
         self.server.with_store(|s| {
             s.list("batch/v1", "jobs", Some(NS))
                 .into_iter()
-                .filter(|j| {
-                    j.pointer("/status/succeeded").is_none()
-                        && j.pointer("/status/conditions").is_none()
-                })
+                .filter(|j| !world::job_ended(j))
                 .filter(|j| {
                     s.get(&key(
                         "v1",

@@ -6,6 +6,7 @@ use lifeboat_api::labels;
 use serde_json::Value;
 
 use crate::store::Store;
+use crate::world::job_ended;
 
 fn s<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
     v.pointer(ptr).and_then(Value::as_str)
@@ -273,9 +274,7 @@ fn check_backups(store: &Store, ns: &str, mem: &mut Memory, jobs: &[&Value]) -> 
         let job = s(j, "/metadata/name").unwrap_or_default();
         // 8. A Backup whose data goes with it is released only once its backup Job no longer
         //    runs: a Job left running would write a whole backup after the delete.
-        let running =
-            j.pointer("/status/succeeded").is_none() && j.pointer("/status/conditions").is_none();
-        if running
+        if !job_ended(j)
             && let Some(gone) = owner_uids(j)
                 .into_iter()
                 .find(|u| !live.contains(u.as_str()))
@@ -385,12 +384,10 @@ fn check_failures(
     Ok(())
 }
 
-/// Whether a Job may still run a pod: not succeeded, no condition (failed, or suspended by the
-/// Job controller) and not suspended.
+/// Whether a Job may still run a pod: it has not ended, and it is not suspended (which the Job
+/// controller has not acted on yet).
 fn job_may_run(j: &Value) -> bool {
-    j.pointer("/status/succeeded").is_none()
-        && j.pointer("/status/conditions").is_none()
-        && j.pointer("/spec/suspend") != Some(&Value::Bool(true))
+    !job_ended(j) && j.pointer("/spec/suspend") != Some(&Value::Bool(true))
 }
 
 /// 11. After a Cluster pass that ended without an error, no Job of that Cluster's `Failed`

@@ -241,6 +241,12 @@ pub fn kubelet(store: &mut Store, ns: &str, crashing: &[String]) {
     }
 }
 
+/// Whether a Job has ended: succeeded, or given a condition (failed, or stopped by suspension).
+/// An ended Job gets no new pod, and the schedule ends it no other way.
+pub fn job_ended(job: &Value) -> bool {
+    job.pointer("/status/succeeded").is_some() || job.pointer("/status/conditions").is_some()
+}
+
 /// The Job controller's first step: a pod for every Job that has none and has not ended, and none
 /// for a suspended one, whose pod it stops.
 pub fn job_pods(store: &mut Store, ns: &str) {
@@ -254,8 +260,7 @@ pub fn job_pods(store: &mut Store, ns: &str) {
             .unwrap_or_default()
             .to_owned();
         let k = key("v1", "pods", ns, &format!("{name}-0"));
-        let ended = job.pointer("/status/succeeded").is_some()
-            || job.pointer("/status/conditions").is_some();
+        let ended = job_ended(&job);
         if job.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
             // Suspended: its pod is stopped, and none starts again.
             if !ended {
@@ -330,7 +335,7 @@ pub fn finish_job(store: &mut Store, ns: &str, job: &str, end: &JobEnd) -> bool 
     let (Some(mut j), Some(mut p)) = (store.get(&jk).cloned(), store.get(&pk).cloned()) else {
         return false;
     };
-    if j.pointer("/status/succeeded").is_some() || j.pointer("/status/conditions").is_some() {
+    if job_ended(&j) {
         return false;
     }
     let now = store.timestamp();
